@@ -1,0 +1,41 @@
+# spt_hf: `make demo` runs the main job, `make test` the default test suite. Both create .venv if missing and
+# install the pinned stack (constraints.txt: CPU torch; a GPU user installs CUDA torch==2.13.0 into .venv first).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: demo test test-slow lint format bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt -e ".[test,dev,extras]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m spt_hf demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q -m "not slow" --timeout 600
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow --timeout 3600
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_layers.py --quick
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,59 @@
+"""spt_hf: self-pretraining (SPT) of long-sequence models in the Hugging Face ecosystem.
+
+Importing the package registers every architecture with the transformers Auto classes (this is the one place that
+does so), so `AutoModelFor*.from_pretrained` works on spt_hf checkpoints without `trust_remote_code`.
+"""
+
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
+)
+
+from .auto import AutoModelForRetrieval
+from .modeling import modeling_rotary_transformer
+from .modeling.configuration_rotary_transformer import RotaryTransformerConfig
+from .modeling.modeling_rotary_transformer import (
+    RotaryTransformerForCausalLM,
+    RotaryTransformerForMaskedLM,
+    RotaryTransformerForRetrieval,
+    RotaryTransformerForSequenceClassification,
+    RotaryTransformerModel,
+)
+
+__version__ = "0.1.0"
+
+_AUTO_CLASSES = {
+    "Model": AutoModel,
+    "ForMaskedLM": AutoModelForMaskedLM,
+    "ForCausalLM": AutoModelForCausalLM,
+    "ForSequenceClassification": AutoModelForSequenceClassification,
+    "ForRetrieval": AutoModelForRetrieval,
+}
+
+
+def _register(config_cls, modeling_module) -> None:
+    """Register one architecture's config and heads with the Auto classes and for remote-code saving."""
+    prefix = config_cls.__name__.removesuffix("Config")
+    AutoConfig.register(config_cls.model_type, config_cls, exist_ok=True)
+    config_cls.register_for_auto_class()
+    for suffix, auto_cls in _AUTO_CLASSES.items():
+        model_cls = getattr(modeling_module, prefix + suffix)
+        auto_cls.register(config_cls, model_cls, exist_ok=True)
+        # What `register_for_auto_class` sets; it refuses Auto classes that transformers does not define.
+        model_cls._auto_class = auto_cls.__name__
+
+
+_register(RotaryTransformerConfig, modeling_rotary_transformer)
+
+__all__ = [
+    "AutoModelForRetrieval",
+    "RotaryTransformerConfig",
+    "RotaryTransformerModel",
+    "RotaryTransformerForMaskedLM",
+    "RotaryTransformerForCausalLM",
+    "RotaryTransformerForSequenceClassification",
+    "RotaryTransformerForRetrieval",
+]

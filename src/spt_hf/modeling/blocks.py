@@ -1,0 +1,140 @@
+"""Building blocks shared by every spt_hf architecture: input embedding, padding-aware norms, the residual block.
+
+The residual block does not know which sequence mixer it wraps (as in Mamba's block): S4, DLR and the Transformer
+inject their mixers, so everything outside the mixer is identical across architectures.
+"""
+
+import torch
+from torch import nn
+from transformers.modeling_layers import GradientCheckpointingLayer
+
+from .configuration_sequence import SequenceModelConfig
+
+
+class MaskedBatchNorm(nn.Module):
+    """BatchNorm over the channels of (B, L, H) whose statistics exclude padded positions.
+
+    Matches `nn.BatchNorm1d` (biased variance to normalise, unbiased variance in the running estimate, momentum
+    0.1) when nothing is padded. Statistics are per process (like `nn.BatchNorm1d` under DDP without SyncBatchNorm).
+    """
+
+    def __init__(self, hidden_size: int, eps: float = 1e-5, momentum: float = 0.1):
+        super().__init__()
+        self.eps, self.momentum = eps, momentum
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.bias = nn.Parameter(torch.zeros(hidden_size))
+        self.register_buffer("running_mean", torch.zeros(hidden_size))
+        self.register_buffer("running_var", torch.ones(hidden_size))
+        self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long))
+
+    def forward(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if self.training:
+            flat = hidden_states.reshape(-1, hidden_states.shape[-1]).float()  # (B*L, H)
+            if padding_mask is not None:
+                flat = flat[padding_mask.reshape(-1)]  # (n_real, H)
+            count = flat.shape[0]
+            mean = flat.mean(0)  # (H,)
+            var = flat.var(0, unbiased=False)  # (H,)
+            with torch.no_grad():
+                unbiased = var * count / max(count - 1, 1)
+                self.running_mean.lerp_(mean.detach(), self.momentum)
+                self.running_var.lerp_(unbiased.detach(), self.momentum)
+                self.num_batches_tracked.add_(1)
+        else:
+            mean, var = self.running_mean, self.running_var
+        scale = self.weight * torch.rsqrt(var + self.eps)  # (H,)
+        out = (hidden_states.float() - mean) * scale + self.bias
+        return out.to(hidden_states.dtype)
+
+
+class SequenceNorm(nn.Module):
+    """LayerNorm or padding-aware BatchNorm over the last (channel) dimension, chosen by `config.norm_type`."""
+
+    def __init__(self, config: SequenceModelConfig):
+        super().__init__()
+        if config.norm_type == "layernorm":
+            self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        else:
+            self.norm = MaskedBatchNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if isinstance(self.norm, MaskedBatchNorm):
+            return self.norm(hidden_states, padding_mask)
+        return self.norm(hidden_states)
+
+
+class SequenceEmbeddings(nn.Module):
+    """Token embedding (`input_ids`) or linear projection of continuous inputs (`input_values`, (B, L, C)).
+
+    For continuous inputs a learned mask vector replaces the projected value at `mask_positions` (masked SPT). This
+    equals the official code's "zero the value and add a mask channel" up to a reparameterisation, and keeps the
+    input shape identical between pretraining and finetuning (as wav2vec2's masked embedding).
+    """
+
+    def __init__(self, config: SequenceModelConfig):
+        super().__init__()
+        self.config = config
+        if config.is_token_input:
+            self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        else:
+            self.input_projection = nn.Linear(config.num_channels, config.hidden_size)
+            self.mask_embedding = nn.Parameter(torch.zeros(config.hidden_size))
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        input_values: torch.Tensor | None = None,
+        mask_positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if self.config.is_token_input:
+            return self.word_embeddings(input_ids)  # (B, L, H)
+        hidden_states = self.input_projection(input_values)  # (B, L, H)
+        if mask_positions is not None:
+            mask = mask_positions.unsqueeze(-1).to(torch.bool)  # (B, L, 1)
+            hidden_states = torch.where(mask, self.mask_embedding.to(hidden_states.dtype), hidden_states)
+        return hidden_states
+
+    def _init_spt_weights(self) -> None:
+        if hasattr(self, "mask_embedding"):
+            from transformers import initialization as init
+
+            init.normal_(self.mask_embedding, std=self.config.initializer_range)
+
+
+class ResidualBlock(nn.Module):
+    """Pre-norm `x + Dropout(Mixer(Norm(x)))` or post-norm `Norm(x + Dropout(Mixer(x)))` around any mixer.
+
+    Padded positions are zeroed before the mixer, so no mixer (convolution or attention) reads padding.
+    """
+
+    def __init__(self, config: SequenceModelConfig, mixer: nn.Module):
+        super().__init__()
+        self.prenorm = config.prenorm
+        self.norm = SequenceNorm(config)
+        self.mixer = mixer
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None = None, **mixer_kwargs):
+        residual = hidden_states  # (B, L, H)
+        if self.prenorm:
+            hidden_states = self.norm(hidden_states, padding_mask)
+        if padding_mask is not None:
+            hidden_states = hidden_states * padding_mask.unsqueeze(-1).to(hidden_states.dtype)
+        hidden_states = residual + self.dropout(self.mixer(hidden_states, attention_mask=padding_mask, **mixer_kwargs))
+        if not self.prenorm:
+            hidden_states = self.norm(hidden_states, padding_mask)
+        return hidden_states
+
+
+class SequenceLayer(GradientCheckpointingLayer):
+    """One layer: a residual block per mixer (S4/DLR: the SSM layer; Transformer: attention, then feed-forward)."""
+
+    def __init__(self, config: SequenceModelConfig, layer_idx: int, mixer_classes: tuple[type[nn.Module], ...]):
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.blocks = nn.ModuleList(ResidualBlock(config, cls(config, layer_idx)) for cls in mixer_classes)
+
+    def forward(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None = None, **mixer_kwargs):
+        for block in self.blocks:
+            hidden_states = block(hidden_states, padding_mask, **mixer_kwargs)
+        return hidden_states

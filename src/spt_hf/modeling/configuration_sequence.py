@@ -1,0 +1,123 @@
+"""Fields shared by every spt_hf architecture: input kind, residual blocks, heads and SPT objectives.
+
+S4, DLR and the rotary Transformer differ only in their sequence mixer; everything a head, a block or an
+objective needs is declared here once, validated once, and saved with each checkpoint.
+"""
+
+from transformers import PreTrainedConfig
+
+POOLING_MODES = ("mean", "last", "max", "first")
+CLASSIFIER_TYPES = ("linear", "mlp")
+NORM_TYPES = ("layernorm", "batchnorm")
+CONTINUOUS_LOSSES = ("l1", "mse", "cross_entropy")
+
+
+def check_choice(name: str, value, allowed) -> None:
+    """Raise a ValueError naming the field, the bad value and the allowed values."""
+    if value not in allowed:
+        raise ValueError(f"`{name}`={value!r} is not supported; expected one of {list(allowed)}.")
+
+
+class SequenceModelConfig(PreTrainedConfig):
+    r"""
+    Base configuration of spt_hf sequence models. Architecture configs (`S4Config`, `DLRConfig`,
+    `RotaryTransformerConfig`) add the fields of their mixer.
+
+    Args:
+        vocab_size (`int`, *optional*):
+            Size of the token vocabulary, for token inputs (`input_ids`). Exactly one of `vocab_size` and
+            `num_channels` is set.
+        num_channels (`int`, *optional*):
+            Number of channels C of continuous inputs (`input_values` of shape (B, L, C)).
+        hidden_size (`int`, *optional*, defaults to 128):
+            Width H of the residual stream.
+        num_hidden_layers (`int`, *optional*, defaults to 4):
+            Number of residual layers.
+        hidden_dropout_prob (`float`, *optional*, defaults to 0.0):
+            Dropout applied to each mixer output before the residual addition.
+        norm_type (`str`, *optional*, defaults to `"layernorm"`):
+            `"layernorm"` or `"batchnorm"` (over channels; padded positions are excluded from its statistics).
+        prenorm (`bool`, *optional*, defaults to `True`):
+            Pre-norm `x + Dropout(Mixer(Norm(x)))` if True, post-norm `Norm(x + Dropout(Mixer(x)))` if False.
+        layer_norm_eps (`float`, *optional*, defaults to 1e-5):
+            Epsilon of the normalisation layers.
+        bidirectional (`bool`, *optional*, defaults to `True`):
+            True: every position sees the whole sequence (masked SPT, classification). False: causal, position t
+            sees positions <= t only (causal SPT, generation).
+        pooling (`str`, *optional*, defaults to `"mean"`):
+            How sequence classification pools over length: `"mean"` over true length, `"last"` real position,
+            `"max"` over real positions, or `"first"` position. Padding is excluded in every mode.
+        classifier_type (`str`, *optional*, defaults to `"linear"`):
+            `"linear"` (one Linear layer) or `"mlp"` (Linear-GELU-Linear) on the pooled features.
+        continuous_loss (`str`, *optional*, defaults to `"l1"`):
+            Language-modelling loss for continuous inputs: `"l1"`, `"mse"` on the values, or `"cross_entropy"` over
+            `num_quantized_levels` levels (Pathfinder's 256 raw intensities).
+        num_quantized_levels (`int`, *optional*, defaults to 256):
+            Number of levels of the `"cross_entropy"` continuous loss.
+        initializer_range (`float`, *optional*, defaults to 0.02):
+            Standard deviation of the normal initialisation of linear and embedding weights.
+        pad_token_id / mask_token_id / bos_token_id / eos_token_id (`int`, *optional*):
+            Special token ids of token vocabularies; spt_hf vocabularies use pad 0, mask 1, eos 2.
+        tie_word_embeddings (`bool`, *optional*, defaults to `False`):
+            Tie the token LM head to the input embedding.
+    """
+
+    vocab_size: int | None = None
+    num_channels: int | None = None
+    hidden_size: int = 128
+    num_hidden_layers: int = 4
+    hidden_dropout_prob: float = 0.0
+    norm_type: str = "layernorm"
+    prenorm: bool = True
+    layer_norm_eps: float = 1e-5
+    bidirectional: bool = True
+    pooling: str = "mean"
+    classifier_type: str = "linear"
+    continuous_loss: str = "l1"
+    num_quantized_levels: int = 256
+    initializer_range: float = 0.02
+    pad_token_id: int | None = 0
+    mask_token_id: int | None = 1
+    bos_token_id: int | None = None
+    eos_token_id: int | None = 2
+    tie_word_embeddings: bool = False
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        self.validate_sequence_fields()
+
+    @property
+    def is_token_input(self) -> bool:
+        return self.vocab_size is not None
+
+    @property
+    def is_causal(self) -> bool:
+        # Read by transformers' mask helpers and by generation.
+        return not self.bidirectional
+
+    def validate_sequence_fields(self) -> None:
+        """Check the shared fields; raise a ValueError naming the field and the allowed values."""
+        if (self.vocab_size is None) == (self.num_channels is None):
+            raise ValueError(
+                "Set exactly one of `vocab_size` (token inputs, `input_ids`) and `num_channels` (continuous inputs, "
+                f"`input_values` of shape (B, L, C)); got vocab_size={self.vocab_size}, "
+                f"num_channels={self.num_channels}."
+            )
+        for name in ("vocab_size", "num_channels", "hidden_size", "num_hidden_layers", "num_quantized_levels"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        if not 0.0 <= self.hidden_dropout_prob < 1.0:
+            raise ValueError(f"`hidden_dropout_prob` must be in [0, 1), got {self.hidden_dropout_prob}.")
+        check_choice("pooling", self.pooling, POOLING_MODES)
+        check_choice("classifier_type", self.classifier_type, CLASSIFIER_TYPES)
+        check_choice("norm_type", self.norm_type, NORM_TYPES)
+        check_choice("continuous_loss", self.continuous_loss, CONTINUOUS_LOSSES)
+        if self.vocab_size is not None:
+            for name in ("pad_token_id", "mask_token_id", "bos_token_id", "eos_token_id"):
+                value = getattr(self, name)
+                if value is not None and not 0 <= value < self.vocab_size:
+                    raise ValueError(f"`{name}`={value} is outside the vocabulary [0, {self.vocab_size}).")
+
+
+__all__ = ["SequenceModelConfig"]

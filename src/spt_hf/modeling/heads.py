@@ -1,0 +1,299 @@
+"""Heads written once for every architecture: masked LM, causal LM, sequence classification, retrieval.
+
+Identical heads are a scientific requirement (style.md): pooling and losses must not drift between S4, DLR and the
+Transformer. An architecture declares each head in one line:
+
+    class S4ForMaskedLM(SequenceForMaskedLM, S4PreTrainedModel):
+        backbone_class = S4Model
+
+The backbone lives under `base_model_prefix` ("model") in every head, so an SPT checkpoint maps one-to-one onto a
+finetuning model.
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers.modeling_outputs import CausalLMOutput, MaskedLMOutput, SequenceClassifierOutput
+
+from .configuration_sequence import SequenceModelConfig
+
+
+def pool_hidden_states(hidden_states: torch.Tensor, padding_mask: torch.Tensor | None, mode: str) -> torch.Tensor:
+    """Pool (B, L, H) over length to (B, H); padded positions never contribute, whatever the mode."""
+    batch, length, _ = hidden_states.shape
+    if padding_mask is None:
+        padding_mask = torch.ones(batch, length, dtype=torch.bool, device=hidden_states.device)
+    mask = padding_mask.to(torch.bool)  # (B, L)
+    if mode == "mean":
+        weights = mask.unsqueeze(-1).to(hidden_states.dtype)  # (B, L, 1)
+        return (hidden_states * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+    if mode == "max":
+        return hidden_states.masked_fill(~mask.unsqueeze(-1), torch.finfo(hidden_states.dtype).min).amax(1)
+    positions = torch.arange(length, device=hidden_states.device).expand(batch, length)  # (B, L)
+    if mode == "last":
+        index = torch.where(mask, positions, -1).amax(1).clamp(min=0)  # last real position, any padding side
+    elif mode == "first":
+        index = torch.where(mask, positions, length).amin(1).clamp(max=length - 1)  # first real position
+    else:
+        raise ValueError(f"Unknown pooling {mode!r}; expected one of ['mean', 'last', 'max', 'first'].")
+    return hidden_states[torch.arange(batch, device=hidden_states.device), index]  # (B, H)
+
+
+class ClassificationHead(nn.Module):
+    """`out_proj(x)` ("linear") or `out_proj(GELU(dense(x)))` ("mlp") on pooled features."""
+
+    def __init__(self, in_features: int, hidden_size: int, num_outputs: int, mlp: bool):
+        super().__init__()
+        self.dense = nn.Linear(in_features, hidden_size) if mlp else None
+        self.out_proj = nn.Linear(hidden_size if mlp else in_features, num_outputs)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        if self.dense is not None:
+            features = F.gelu(self.dense(features))
+        return self.out_proj(features)
+
+
+class SequenceHeadMixin:
+    """Holds the backbone under `base_model_prefix` and runs it; shared by every head."""
+
+    backbone_class: type[nn.Module]
+
+    def __init__(self, config: SequenceModelConfig):
+        super().__init__(config)
+        setattr(self, self.base_model_prefix, self.backbone_class(config))
+
+    @property
+    def backbone(self) -> nn.Module:
+        return getattr(self, self.base_model_prefix)
+
+    @property
+    def accepts_loss_kwargs(self) -> bool:
+        # Only token LM losses normalise by the Trainer's `num_items_in_batch`; the others are per-batch means and
+        # must be divided by the gradient-accumulation steps by the Trainer.
+        return False
+
+    def get_input_embeddings(self) -> nn.Module | None:
+        return self.backbone.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Module) -> None:
+        self.backbone.set_input_embeddings(value)
+
+
+class LanguageModelHeadMixin(SequenceHeadMixin):
+    """Shared by the masked and causal LM heads: one output layer, token or continuous."""
+
+    def __init__(self, config: SequenceModelConfig):
+        super().__init__(config)
+        if config.is_token_input:
+            out_features = config.vocab_size
+        elif config.continuous_loss == "cross_entropy":
+            out_features = config.num_channels * config.num_quantized_levels
+        else:
+            out_features = config.num_channels
+        self.lm_head = nn.Linear(config.hidden_size, out_features, bias=not config.is_token_input)
+
+    @property
+    def accepts_loss_kwargs(self) -> bool:
+        return self.config.is_token_input
+
+    def get_output_embeddings(self) -> nn.Module:
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings: nn.Module) -> None:
+        self.lm_head = new_embeddings
+
+    def continuous_loss(self, logits: torch.Tensor, labels: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
+        """L1 / MSE on values, or cross-entropy over quantised levels, averaged over the selected positions."""
+        config = self.config
+        batch, length = select.shape
+        if config.continuous_loss == "cross_entropy":
+            levels = logits.float().view(batch, length, config.num_channels, config.num_quantized_levels)
+            if labels.is_floating_point():
+                raise ValueError("`continuous_loss='cross_entropy'` needs integer level labels of shape (B, L, C).")
+            chosen = levels[select]  # (n, C, levels)
+            if chosen.numel() == 0:
+                return logits.sum() * 0.0
+            return F.cross_entropy(chosen.flatten(0, 1), labels[select].flatten().long())
+        diff = logits.float()[select] - labels.to(torch.float32)[select]  # (n, C)
+        if diff.numel() == 0:
+            return logits.sum() * 0.0
+        return diff.abs().mean() if config.continuous_loss == "l1" else diff.pow(2).mean()
+
+
+class SequenceForMaskedLM(LanguageModelHeadMixin):
+    """Masked (denoising) SPT head.
+
+    Tokens: masked positions carry the mask id in `input_ids` and `labels` hold the original id there (-100
+    elsewhere); cross-entropy over the vocabulary. Continuous: `mask_positions` (B, L) marks the positions whose
+    projected value the backbone replaces by its mask vector; the loss (config.continuous_loss) is taken only there,
+    against `labels` (defaults to `input_values` for L1/MSE).
+    """
+
+    def __init__(self, config: SequenceModelConfig):
+        super().__init__(config)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        input_values: torch.FloatTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        mask_positions: torch.BoolTensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> MaskedLMOutput:
+        outputs = self.backbone(
+            input_ids=input_ids,
+            input_values=input_values,
+            attention_mask=attention_mask,
+            mask_positions=mask_positions,
+            output_hidden_states=output_hidden_states,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)  # (B, L, V) or (B, L, C[*levels])
+        loss = None
+        if self.config.is_token_input:
+            if labels is not None:
+                loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
+        elif mask_positions is not None or labels is not None:
+            if mask_positions is None:
+                raise ValueError("Masked LM on continuous inputs needs `mask_positions` (B, L) with `labels`.")
+            if labels is None:
+                if self.config.continuous_loss == "cross_entropy":
+                    raise ValueError("`continuous_loss='cross_entropy'` needs `labels` holding integer levels.")
+                labels = input_values
+            select = mask_positions.to(torch.bool)
+            if attention_mask is not None:
+                select = select & attention_mask.to(torch.bool)
+            loss = self.continuous_loss(logits, labels, select)
+        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
+
+
+class SequenceForCausalLM(LanguageModelHeadMixin):
+    """Causal SPT head: position t predicts element t+1 (`labels` are unshifted; the shift happens here).
+
+    Tokens: cross-entropy over the vocabulary (`labels` -100 at padding), `generate()` supported. Continuous: L1/MSE
+    (or level cross-entropy) of the next value; padded targets are excluded through `attention_mask`.
+    transformers requires `GenerationMixin` as a direct base listed after the PreTrainedModel:
+
+        class S4ForCausalLM(SequenceForCausalLM, S4PreTrainedModel, GenerationMixin): ...
+    """
+
+    def __init__(self, config: SequenceModelConfig):
+        if config.bidirectional:
+            raise ValueError(
+                f"{type(self).__name__} needs a causal backbone: set `bidirectional=False` in the config "
+                "(a bidirectional model sees the element it must predict)."
+            )
+        super().__init__(config)
+        self.post_init()
+        # No key/value cache: generate() must feed the whole prefix at every step.
+        self.generation_config.use_cache = False
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        input_values: torch.FloatTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> CausalLMOutput:
+        outputs = self.backbone(
+            input_ids=input_ids,
+            input_values=input_values,
+            attention_mask=attention_mask,
+            output_hidden_states=output_hidden_states,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)  # (B, L, V) or (B, L, C[*levels])
+        loss = None
+        if self.config.is_token_input:
+            if labels is not None:
+                loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
+        elif labels is not None or self.config.continuous_loss != "cross_entropy":
+            labels = input_values if labels is None else labels
+            batch, length = labels.shape[:2]
+            select = torch.ones(batch, length - 1, dtype=torch.bool, device=logits.device)
+            if attention_mask is not None:
+                select = attention_mask[:, 1:].to(torch.bool)  # a padded target is never predicted
+            loss = self.continuous_loss(logits[:, :-1], labels[:, 1:], select)
+        return CausalLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
+
+    def generate(self, *args, **kwargs):
+        if not self.config.is_token_input:
+            raise ValueError("generate() needs a token model (config.vocab_size); continuous models have no tokens.")
+        return super().generate(*args, **kwargs)
+
+
+class SequenceForSequenceClassification(SequenceHeadMixin):
+    """Pool over length (config.pooling, padding-aware) then a linear or MLP classifier (config.classifier_type).
+
+    Single-label, multi-label or regression by `config.problem_type` (inferred from the labels when unset).
+    """
+
+    def __init__(self, config: SequenceModelConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        mlp = config.classifier_type == "mlp"
+        self.classifier = ClassificationHead(config.hidden_size, config.hidden_size, config.num_labels, mlp)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        input_values: torch.FloatTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutput:
+        outputs = self.backbone(
+            input_ids=input_ids,
+            input_values=input_values,
+            attention_mask=attention_mask,
+            output_hidden_states=output_hidden_states,
+        )
+        pooled = pool_hidden_states(outputs.last_hidden_state, attention_mask, self.config.pooling)  # (B, H)
+        logits = self.classifier(pooled)  # (B, num_labels)
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(labels, logits, self.config)
+        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
+
+
+class SequenceForRetrieval(SequenceHeadMixin):
+    """LRA Retrieval dual encoder: the same backbone encodes each document separately (never concatenated);
+    u, v are pooled encodings; [u, v, u - v, u * v] -> Linear(4H, H) -> GELU -> Linear(H, num_labels).
+    """
+
+    def __init__(self, config: SequenceModelConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.classifier = ClassificationHead(4 * config.hidden_size, config.hidden_size, config.num_labels, mlp=True)
+        self.post_init()
+
+    def encode(self, input_ids=None, input_values=None, attention_mask=None) -> torch.Tensor:
+        """Pooled encoding (B, H) of one document."""
+        outputs = self.backbone(input_ids=input_ids, input_values=input_values, attention_mask=attention_mask)
+        return pool_hidden_states(outputs.last_hidden_state, attention_mask, self.config.pooling)
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        input_ids_2: torch.LongTensor | None = None,
+        attention_mask_2: torch.Tensor | None = None,
+        input_values: torch.FloatTensor | None = None,
+        input_values_2: torch.FloatTensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutput:
+        if (input_ids_2 is None) and (input_values_2 is None):
+            raise ValueError("The retrieval head needs a second document: pass `input_ids_2` (or `input_values_2`).")
+        u = self.encode(input_ids, input_values, attention_mask)  # (B, H)
+        v = self.encode(input_ids_2, input_values_2, attention_mask_2)  # (B, H)
+        logits = self.classifier(torch.cat([u, v, u - v, u * v], dim=-1))  # (B, num_labels)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.float(), labels.long())
+        return SequenceClassifierOutput(loss=loss, logits=logits)

@@ -1,0 +1,247 @@
+"""The spt_hf Transformer: pre-LN, Q/K/V/O with bias, GELU feed-forward, rotary or absolute positions, padded
+keys masked, full attention (SDPA or eager) or block-local attention for long sequences.
+
+Reads top to bottom: positions -> attention (full, block-local) -> feed-forward -> backbone -> heads.
+"""
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GenerationMixin
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from .configuration_rotary_transformer import RotaryTransformerConfig
+from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
+from .modeling_sequence import SequenceBackbone, SPTPreTrainedModel
+
+
+class RotaryTransformerRotaryEmbedding(nn.Module):
+    """RoPE cos/sin tables, computed once per forward in the backbone and shared by all layers (as in Llama)."""
+
+    def __init__(self, config: RotaryTransformerConfig):
+        super().__init__()
+        self.config = config
+        self.rope_type = config.rope_parameters.get("rope_type", "default")
+        rope_init_fn = self.compute_default_rope_parameters
+        if self.rope_type != "default":
+            rope_init_fn = ROPE_INIT_FUNCTIONS[self.rope_type]
+        inv_freq, self.attention_scaling = rope_init_fn(config)
+        self.inv_freq = nn.Buffer(inv_freq, persistent=False)
+        # transformers' `_init_weights` refills both buffers after a meta-device load.
+        self.original_inv_freq = nn.Buffer(inv_freq.clone(), persistent=False)
+
+    @staticmethod
+    def compute_default_rope_parameters(config: RotaryTransformerConfig, **kwargs) -> tuple[torch.Tensor, float]:
+        base = config.rope_parameters["rope_theta"]
+        dim = config.head_dim
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))  # (D/2,)
+        return inv_freq, 1.0
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = position_ids[..., None].float() * self.inv_freq.to(x.device)  # (B, L, D/2)
+        emb = torch.cat((freqs, freqs), dim=-1)  # (B, L, D)
+        return (emb.cos() * self.attention_scaling).to(x.dtype), (emb.sin() * self.attention_scaling).to(x.dtype)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary_pos_emb(q, k, cos, sin):
+    """q, k: (B, nh, L, D); cos, sin: (B, L, D). Rotates pairs (i, i + D/2) by position-dependent angles."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, L, D)
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def sinusoidal_positions(length: int, dim: int, device, dtype) -> torch.Tensor:
+    """Absolute sinusoidal table (L, H) of "Attention Is All You Need", computed for any length."""
+    position = torch.arange(length, device=device, dtype=torch.float32).unsqueeze(1)  # (L, 1)
+    div = torch.exp(torch.arange(0, dim, 2, device=device, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    table = torch.zeros(length, dim, device=device, dtype=torch.float32)
+    table[:, 0::2] = torch.sin(position * div)
+    table[:, 1::2] = torch.cos(position * div[: dim // 2])
+    return table.to(dtype)
+
+
+def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """softmax(QKᵀ·scale + mask)·V with an additive float mask; the oracle for SDPA and the fallback."""
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling  # (B, nh, Lq, Lk)
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = F.softmax(weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights  # (B, Lq, nh, D)
+
+
+def local_attention_mask(
+    padding_mask: torch.Tensor | None, batch: int, length: int, window: int, causal: bool, device
+) -> torch.Tensor:
+    """Boolean (B*nb, 1, w, 3w) mask of block-local attention: True where query may attend key.
+
+    Keys of block i are blocks (i-1, i, i+1); a key is visible if it lies inside the sequence, is not padding and
+    (causal) is not in the future. The diagonal is always visible, so no row is empty (padded queries).
+    """
+    num_blocks = -(-length // window)
+    q_pos = torch.arange(num_blocks * window, device=device).view(num_blocks, window, 1)  # (nb, w, 1)
+    k_pos = q_pos.view(num_blocks, 1, window)  # (nb, 1, w) positions of block i
+    k_pos = torch.cat([k_pos - window, k_pos, k_pos + window], dim=-1)  # (nb, 1, 3w)
+    visible = (k_pos >= 0) & (k_pos < length)  # (nb, 1, 3w)
+    if causal:
+        visible = visible & (k_pos <= q_pos)  # (nb, w, 3w)
+    visible = visible.expand(num_blocks, window, 3 * window).unsqueeze(0)  # (1, nb, w, 3w)
+    if padding_mask is not None:
+        real = F.pad(padding_mask.to(torch.bool), (window, num_blocks * window - length + window))  # (B, (nb+2)w)
+        real_keys = real.unfold(1, 3 * window, window)  # (B, nb, 3w)
+        visible = visible & real_keys.unsqueeze(2)  # (B, nb, w, 3w)
+    visible = visible | (k_pos == q_pos).unsqueeze(0)  # every query sees itself
+    return visible.expand(batch, -1, -1, -1).reshape(batch * num_blocks, 1, window, 3 * window)
+
+
+def to_blocks(x: torch.Tensor, window: int, with_neighbours: bool) -> torch.Tensor:
+    """(B, nh, L, D) -> (B*nb, nh, w, D), or (B*nb, nh, 3w, D) holding blocks (i-1, i, i+1) for keys/values."""
+    batch, heads, length, dim = x.shape
+    num_blocks = -(-length // window)
+    pad_left = window if with_neighbours else 0
+    pad_right = num_blocks * window - length + (window if with_neighbours else 0)
+    x = F.pad(x, (0, 0, pad_left, pad_right))  # (B, nh, L', D)
+    size = 3 * window if with_neighbours else window
+    blocks = x.unfold(2, size, window)  # (B, nh, nb, D, size)
+    return blocks.permute(0, 2, 1, 4, 3).reshape(batch * num_blocks, heads, size, dim)
+
+
+class RotaryTransformerAttention(nn.Module):
+    """Multi-head self-attention with Q/K/V/O biases; full (SDPA/eager via transformers) or block-local."""
+
+    def __init__(self, config: RotaryTransformerConfig, layer_idx: int):
+        super().__init__()
+        self.config = config
+        self.layer_idx = layer_idx
+        self.num_heads, self.head_dim = config.num_attention_heads, config.head_dim
+        self.scaling = self.head_dim**-0.5
+        self.is_causal = not config.bidirectional
+        self.q_proj = nn.Linear(config.hidden_size, config.hidden_size)
+        self.k_proj = nn.Linear(config.hidden_size, config.hidden_size)
+        self.v_proj = nn.Linear(config.hidden_size, config.hidden_size)
+        self.o_proj = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
+        attention_bias: torch.Tensor | None = None,
+        **kwargs,
+    ) -> torch.Tensor:
+        batch, length, _ = hidden_states.shape
+        shape = (batch, length, self.num_heads, self.head_dim)
+        query = self.q_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, D)
+        key = self.k_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, D)
+        value = self.v_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, D)
+        if position_embeddings is not None:
+            query, key = apply_rotary_pos_emb(query, key, *position_embeddings)
+        interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        window = self.config.attention_window
+        if window is not None and window < length:
+            query, key, value = (
+                to_blocks(query, window, False),
+                to_blocks(key, window, True),
+                to_blocks(value, window, True),
+            )
+        dropout = self.config.attention_dropout if self.training else 0.0
+        out, _ = interface(
+            self, query, key, value, attention_bias, dropout=dropout, scaling=self.scaling, is_causal=self.is_causal
+        )  # (B[*nb], Lq, nh, D)
+        out = out.reshape(batch, -1, self.num_heads * self.head_dim)[:, :length]  # (B, L, H)
+        return self.o_proj(out)
+
+
+class RotaryTransformerFeedForward(nn.Module):
+    """Linear(H, I) -> GELU -> Linear(I, H)."""
+
+    def __init__(self, config: RotaryTransformerConfig, layer_idx: int):
+        super().__init__()
+        self.fc_in = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.fc_out = nn.Linear(config.intermediate_size, config.hidden_size)
+
+    def forward(self, hidden_states: torch.Tensor, **kwargs) -> torch.Tensor:
+        return self.fc_out(F.gelu(self.fc_in(hidden_states)))
+
+
+class RotaryTransformerPreTrainedModel(SPTPreTrainedModel):
+    config: RotaryTransformerConfig
+    _supports_sdpa = True
+    _supports_attention_backend = True
+
+
+class RotaryTransformerModel(SequenceBackbone, RotaryTransformerPreTrainedModel):
+    """Transformer backbone: each layer is an attention block then a feed-forward block, each with its residual."""
+
+    mixer_classes = (RotaryTransformerAttention, RotaryTransformerFeedForward)
+
+    def _build_extra_modules(self, config: RotaryTransformerConfig) -> None:
+        if config.position_embedding_type == "rotary":
+            self.rotary_emb = RotaryTransformerRotaryEmbedding(config)
+
+    def _embed(self, input_ids, input_values, mask_positions) -> torch.Tensor:
+        hidden_states = super()._embed(input_ids, input_values, mask_positions)  # (B, L, H)
+        if self.config.position_embedding_type == "absolute":
+            length, dim = hidden_states.shape[1], hidden_states.shape[2]
+            hidden_states = hidden_states + sinusoidal_positions(length, dim, hidden_states.device, hidden_states.dtype)
+        return hidden_states
+
+    def _mixer_kwargs(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None) -> dict:
+        batch, length, _ = hidden_states.shape
+        kwargs = {}
+        if self.config.position_embedding_type == "rotary":
+            position_ids = torch.arange(length, device=hidden_states.device).unsqueeze(0)  # (1, L)
+            kwargs["position_embeddings"] = self.rotary_emb(hidden_states, position_ids)
+        window = self.config.attention_window
+        if window is not None and window < length:
+            visible = local_attention_mask(
+                padding_mask, batch, length, window, self.config.is_causal, hidden_states.device
+            )
+            if self.config._attn_implementation != "sdpa":
+                visible = torch.zeros_like(visible, dtype=hidden_states.dtype).masked_fill(
+                    ~visible, torch.finfo(hidden_states.dtype).min
+                )
+            kwargs["attention_bias"] = visible
+        else:
+            make_mask = create_causal_mask if self.config.is_causal else create_bidirectional_mask
+            kwargs["attention_bias"] = make_mask(
+                config=self.config, inputs_embeds=hidden_states, attention_mask=padding_mask, cache=None
+            )
+        return kwargs
+
+
+class RotaryTransformerForMaskedLM(SequenceForMaskedLM, RotaryTransformerPreTrainedModel):
+    backbone_class = RotaryTransformerModel
+
+
+class RotaryTransformerForCausalLM(SequenceForCausalLM, RotaryTransformerPreTrainedModel, GenerationMixin):
+    backbone_class = RotaryTransformerModel
+
+
+class RotaryTransformerForSequenceClassification(SequenceForSequenceClassification, RotaryTransformerPreTrainedModel):
+    backbone_class = RotaryTransformerModel
+
+
+class RotaryTransformerForRetrieval(SequenceForRetrieval, RotaryTransformerPreTrainedModel):
+    backbone_class = RotaryTransformerModel
+
+
+__all__ = [
+    "RotaryTransformerPreTrainedModel",
+    "RotaryTransformerModel",
+    "RotaryTransformerForMaskedLM",
+    "RotaryTransformerForCausalLM",
+    "RotaryTransformerForSequenceClassification",
+    "RotaryTransformerForRetrieval",
+]

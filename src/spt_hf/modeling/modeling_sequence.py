@@ -1,0 +1,181 @@
+"""The architecture-independent PreTrainedModel base and backbone of spt_hf.
+
+An architecture is a config class plus a tuple of mixer classes:
+
+    class S4Model(SequenceBackbone, S4PreTrainedModel):
+        mixer_classes = (S4Mixer,)
+
+Embedding -> `num_hidden_layers` x SequenceLayer(mixers) -> final norm, with input checks, padding handling and
+gradient checkpointing written once here.
+"""
+
+import sys
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_outputs import BaseModelOutput
+
+from .blocks import MaskedBatchNorm, SequenceEmbeddings, SequenceLayer, SequenceNorm
+from .configuration_sequence import SequenceModelConfig
+
+# Auto class -> class-name suffix of the head that serves it. Used to write a complete `auto_map` on save.
+AUTO_CLASS_SUFFIXES = {
+    "AutoModel": "Model",
+    "AutoModelForMaskedLM": "ForMaskedLM",
+    "AutoModelForCausalLM": "ForCausalLM",
+    "AutoModelForSequenceClassification": "ForSequenceClassification",
+    "AutoModelForRetrieval": "ForRetrieval",
+}
+
+
+class SPTPreTrainedModel(PreTrainedModel):
+    """Base of every spt_hf model: weight init, complete `auto_map` on save, input-kind dispatch."""
+
+    config: SequenceModelConfig
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["SequenceLayer"]
+
+    @property
+    def main_input_name(self) -> str:
+        return "input_ids" if self.config.is_token_input else "input_values"
+
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, MaskedBatchNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+            init.zeros_(module.running_mean)
+            init.ones_(module.running_var)
+            init.zeros_(module.num_batches_tracked)
+        # Mixers and embeddings with parameters or non-persistent buffers of their own (SSM kernels, mask vector)
+        # rebuild them here, so that `from_pretrained` (which builds on the meta device) refills them correctly.
+        if hasattr(module, "_init_spt_weights"):
+            module._init_spt_weights()
+
+    def full_auto_map(self) -> dict[str, str]:
+        """The `auto_map` listing the config and every head defined beside this class (for remote code)."""
+        config_cls = type(self.config)
+        prefix = config_cls.__name__.removesuffix("Config")
+        module = sys.modules[type(self).__module__]
+        module_name = module.__name__.rsplit(".", 1)[-1]
+        auto_map = {"AutoConfig": f"{config_cls.__module__.rsplit('.', 1)[-1]}.{config_cls.__name__}"}
+        for auto_class, suffix in AUTO_CLASS_SUFFIXES.items():
+            if hasattr(module, prefix + suffix):
+                auto_map[auto_class] = f"{module_name}.{prefix}{suffix}"
+        return auto_map
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        # transformers records only the saved class's own Auto class; a finetuning loader needs all of them.
+        self.config.auto_map = self.full_auto_map()
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
+
+def validate_inputs(
+    config: SequenceModelConfig,
+    input_ids: torch.Tensor | None,
+    input_values: torch.Tensor | None,
+    attention_mask: torch.Tensor | None,
+) -> None:
+    """Raise a ValueError naming the problem and what is expected, before anything deep inside fails."""
+    if config.is_token_input:
+        if input_values is not None:
+            raise ValueError(
+                "This model takes token inputs (`input_ids`, config.vocab_size set) but got `input_values`; "
+                "pass `input_ids` of shape (B, L), or use a model configured with `num_channels`."
+            )
+        if input_ids is None or input_ids.dim() != 2:
+            raise ValueError(f"Expected `input_ids` of shape (B, L); got {_shape(input_ids)}.")
+        if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= config.vocab_size):
+            raise ValueError(
+                f"`input_ids` hold ids in [{int(input_ids.min())}, {int(input_ids.max())}], outside the vocabulary "
+                f"[0, {config.vocab_size}); check the tokenizer/vocabulary matches config.vocab_size."
+            )
+        batch_length = tuple(input_ids.shape)
+    else:
+        if input_ids is not None:
+            raise ValueError(
+                "This model takes continuous inputs (`input_values` of shape (B, L, C), config.num_channels set) "
+                "but got `input_ids`; pass `input_values`, or use a model configured with `vocab_size`."
+            )
+        if input_values is None or input_values.dim() != 3 or input_values.shape[-1] != config.num_channels:
+            raise ValueError(
+                f"Expected `input_values` of shape (B, L, {config.num_channels}); got {_shape(input_values)}."
+            )
+        batch_length = tuple(input_values.shape[:2])
+    if attention_mask is not None and tuple(attention_mask.shape) != batch_length:
+        raise ValueError(
+            f"`attention_mask` has shape {tuple(attention_mask.shape)} but the inputs have (B, L) = {batch_length}; "
+            "it must hold 1 for real positions and 0 for padding, one entry per input position."
+        )
+
+
+def _shape(tensor: torch.Tensor | None) -> str:
+    return "None" if tensor is None else str(tuple(tensor.shape))
+
+
+class SequenceBackbone:
+    """Mixin turning an architecture's PreTrainedModel into its backbone (`XModel`).
+
+    Subclasses set `mixer_classes` and may override `_mixer_kwargs` (per-forward inputs shared by all layers, such
+    as rotary cos/sin) and `_embed`.
+    """
+
+    mixer_classes: tuple[type[nn.Module], ...] = ()
+
+    def __init__(self, config: SequenceModelConfig):
+        super().__init__(config)
+        self.embeddings = SequenceEmbeddings(config)
+        self.layers = nn.ModuleList(
+            SequenceLayer(config, idx, self.mixer_classes) for idx in range(config.num_hidden_layers)
+        )
+        self.norm_f = SequenceNorm(config)
+        self._build_extra_modules(config)
+        self.post_init()
+
+    def _build_extra_modules(self, config: SequenceModelConfig) -> None:
+        """Modules an architecture adds outside its layers (e.g. the Transformer's rotary tables)."""
+
+    def get_input_embeddings(self) -> nn.Module | None:
+        return getattr(self.embeddings, "word_embeddings", None)
+
+    def set_input_embeddings(self, value: nn.Module) -> None:
+        self.embeddings.word_embeddings = value
+
+    def _embed(self, input_ids, input_values, mask_positions) -> torch.Tensor:
+        return self.embeddings(input_ids=input_ids, input_values=input_values, mask_positions=mask_positions)
+
+    def _mixer_kwargs(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None) -> dict:
+        return {}
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        input_values: torch.FloatTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        mask_positions: torch.BoolTensor | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutput:
+        r"""
+        input_ids (`torch.LongTensor` of shape (B, L)): token ids, for models with `vocab_size`.
+        input_values (`torch.FloatTensor` of shape (B, L, C)): continuous inputs, for models with `num_channels`.
+        attention_mask (`torch.Tensor` of shape (B, L)): 1 for real positions, 0 for padding (right padding).
+        mask_positions (`torch.BoolTensor` of shape (B, L)): continuous positions replaced by the mask vector.
+        """
+        validate_inputs(self.config, input_ids, input_values, attention_mask)
+        padding_mask = None if attention_mask is None else attention_mask.to(torch.bool)
+        hidden_states = self._embed(input_ids, input_values, mask_positions)  # (B, L, H)
+        mixer_kwargs = self._mixer_kwargs(hidden_states, padding_mask)
+        output_hidden_states = output_hidden_states or self.config.output_hidden_states
+        all_hidden_states = () if output_hidden_states else None
+        for layer in self.layers:
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            hidden_states = layer(hidden_states, padding_mask, **mixer_kwargs)
+        hidden_states = self.norm_f(hidden_states, padding_mask)
+        if output_hidden_states:
+            all_hidden_states += (hidden_states,)
+        return BaseModelOutput(last_hidden_state=hidden_states, hidden_states=all_hidden_states)

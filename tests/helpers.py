@@ -1,0 +1,61 @@
+"""Shared test helpers: the table of tiny model configs every architecture adds itself to, and input builders.
+
+An architecture joins every shared model test by adding entries to TINY_CONFIGS.
+"""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+import torch  # noqa: E402
+from transformers import AutoConfig  # noqa: E402
+
+import spt_hf  # noqa: E402,F401  (registers the model types)
+
+VOCAB_SIZE, NUM_CHANNELS, LENGTH, BATCH = 20, 3, 12, 3
+
+# (id, model_type, architecture kwargs). Input kind is added by `make_config`.
+TINY_CONFIGS = [
+    ("transformer-rotary", "spt_rotary_transformer", {"num_attention_heads": 4, "intermediate_size": 64}),
+    (
+        "transformer-absolute-postbn",
+        "spt_rotary_transformer",
+        {"num_attention_heads": 2, "position_embedding_type": "absolute", "norm_type": "batchnorm", "prenorm": False},
+    ),
+    ("transformer-local", "spt_rotary_transformer", {"num_attention_heads": 4, "attention_window": 4}),
+]
+TINY_IDS = [entry[0] for entry in TINY_CONFIGS]
+
+
+def make_config(entry, input_kind: str = "tokens", **overrides):
+    """A tiny config (hidden 32, 2 layers) for a TINY_CONFIGS entry, built through AutoConfig only."""
+    _, model_type, kwargs = entry
+    inputs = {"vocab_size": VOCAB_SIZE} if input_kind == "tokens" else {"num_channels": NUM_CHANNELS}
+    values = {"hidden_size": 32, "num_hidden_layers": 2, "num_labels": 3, **inputs, **kwargs, **overrides}
+    return AutoConfig.for_model(model_type, **values)
+
+
+def make_inputs(config, batch: int = BATCH, length: int = LENGTH, seed: int = 0, pad_last: int = 0) -> dict:
+    """Random inputs of the config's kind; the last example's final `pad_last` positions are padding."""
+    generator = torch.Generator().manual_seed(seed)
+    attention_mask = torch.ones(batch, length, dtype=torch.long)
+    if pad_last:
+        attention_mask[-1, length - pad_last :] = 0
+    if config.is_token_input:
+        ids = torch.randint(4, config.vocab_size, (batch, length), generator=generator)
+        ids = ids.masked_fill(attention_mask == 0, config.pad_token_id)
+        return {"input_ids": ids, "attention_mask": attention_mask}
+    values = torch.randn(batch, length, config.num_channels, generator=generator)
+    return {"input_values": values * attention_mask.unsqueeze(-1), "attention_mask": attention_mask}
+
+
+def append_padding(inputs: dict, extra: int) -> dict:
+    """The same examples with `extra` more padded positions at the end (any values there)."""
+    out = {}
+    for key, value in inputs.items():
+        pad_shape = list(value.shape)
+        pad_shape[1] = extra
+        filler = torch.full(pad_shape, 7, dtype=value.dtype) if key != "attention_mask" else torch.zeros(pad_shape)
+        out[key] = torch.cat([value, filler.to(value.dtype)], dim=1)
+    return out

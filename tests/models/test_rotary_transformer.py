@@ -1,0 +1,79 @@
+"""Transformer-specific checks: eager == SDPA, block-local == full attention where the window covers everything."""
+
+import pytest
+import torch
+from helpers import TINY_CONFIGS, make_config, make_inputs
+from transformers import AutoModel
+
+from spt_hf.modeling.modeling_rotary_transformer import apply_rotary_pos_emb
+
+TRANSFORMER = TINY_CONFIGS[0]
+
+
+def build(attn_implementation: str = "sdpa", seed: int = 0, **overrides):
+    torch.manual_seed(seed)
+    config = make_config(TRANSFORMER, **overrides)
+    return AutoModel.from_config(config, attn_implementation=attn_implementation).eval()
+
+
+@pytest.mark.parametrize("window", [None, 4])
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_eager_equals_sdpa(bidirectional, window):
+    sdpa = build("sdpa", bidirectional=bidirectional, attention_window=window)
+    eager = build("eager", bidirectional=bidirectional, attention_window=window)
+    assert sdpa.config._attn_implementation == "sdpa" and eager.config._attn_implementation == "eager"
+    inputs = make_inputs(sdpa.config, length=16, pad_last=5)
+    real = inputs["attention_mask"].bool()
+    with torch.no_grad():
+        a, b = sdpa(**inputs).last_hidden_state, eager(**inputs).last_hidden_state
+    torch.testing.assert_close(a[real], b[real], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize("length", [8, 7])
+def test_local_attention_equals_full_when_window_covers_sequence(bidirectional, length):
+    # Each query sees its own block and one on each side: with at most 2 blocks that is the whole sequence.
+    full = build(bidirectional=bidirectional)
+    local = build(bidirectional=bidirectional, attention_window=4)
+    inputs = make_inputs(full.config, length=length, pad_last=2)
+    real = inputs["attention_mask"].bool()
+    with torch.no_grad():
+        a, b = full(**inputs).last_hidden_state, local(**inputs).last_hidden_state
+    torch.testing.assert_close(b[real], a[real], rtol=1e-5, atol=1e-5)
+
+
+def test_local_attention_window_limits_what_a_layer_sees():
+    model = build(attention_window=4, num_hidden_layers=1)
+    inputs = make_inputs(model.config, length=24)
+    changed = {k: v.clone() for k, v in inputs.items()}
+    changed["input_ids"][:, 20] = 5  # block 5: visible to blocks 4-5 only, in one layer
+    with torch.no_grad():
+        before, after = model(**inputs).last_hidden_state, model(**changed).last_hidden_state
+    assert torch.allclose(before[:, :16], after[:, :16], atol=1e-6)
+    assert not torch.allclose(before[:, 16:20], after[:, 16:20])
+
+
+def test_local_attention_handles_long_inputs_with_memory_linear_in_length():
+    model = build(attention_window=64, num_hidden_layers=1)
+    inputs = make_inputs(model.config, batch=1, length=2048 + 17, pad_last=30)
+    with torch.no_grad():
+        out = model(**inputs).last_hidden_state
+    assert out.shape == (1, 2065, 32) and torch.isfinite(out).all()
+
+
+def test_rotary_scores_depend_only_on_relative_position():
+    model = build(num_hidden_layers=1)
+    rotary = model.rotary_emb
+    generator = torch.Generator().manual_seed(0)
+    q, k = torch.randn(1, 1, 1, 8, generator=generator), torch.randn(1, 1, 1, 8, generator=generator)
+    x = torch.zeros(1, 1, 8)
+
+    def score(i: int, j: int) -> torch.Tensor:
+        cos_i, sin_i = rotary(x, torch.tensor([[i]]))
+        cos_j, sin_j = rotary(x, torch.tensor([[j]]))
+        q_rot, _ = apply_rotary_pos_emb(q, q, cos_i, sin_i)
+        k_rot, _ = apply_rotary_pos_emb(k, k, cos_j, sin_j)
+        return (q_rot * k_rot).sum()
+
+    torch.testing.assert_close(score(5, 2), score(105, 102), rtol=1e-4, atol=1e-5)
+    assert not torch.allclose(score(5, 2), score(5, 3))
