@@ -193,3 +193,31 @@ def test_continuous_loss_variants(loss):
         inputs["labels"] = torch.randint(0, 16, inputs["input_values"].shape)
         assert model(**inputs).logits.shape[-1] == 3 * 16
     assert torch.isfinite(model(**inputs).loss)
+
+
+@pytest.mark.parametrize("input_kind", INPUT_KINDS)
+@pytest.mark.parametrize("entry", TINY_CONFIGS, ids=TINY_IDS)
+def test_recurrent_steps_equal_parallel_forward(entry, input_kind):
+    """`use_cache=True` runs position by position through the mixers' recurrent `step` (the generation path)."""
+    model = build(entry, "causal_lm", input_kind).eval()
+    inputs = make_inputs(model.config, length=14, pad_last=3)
+    real = inputs["attention_mask"].bool()
+    with torch.no_grad():
+        parallel = model(**inputs).logits
+        stepped = model(**inputs, use_cache=True)
+        assert stepped.cache is not None and stepped.cache.get_seq_length() == 14
+        torch.testing.assert_close(stepped.logits[real], parallel[real], rtol=1e-4, atol=1e-5)
+        # Continuing a cache equals running everything at once.
+        first = {key: value[:, :9] for key, value in inputs.items()}
+        rest = {key: value[:, 9:] for key, value in inputs.items()}
+        cache = model(**first, use_cache=True).cache
+        continued = model(**rest, cache=cache).logits
+        torch.testing.assert_close(continued[real[:, 9:]], parallel[:, 9:][real[:, 9:]], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("entry", TINY_CONFIGS, ids=TINY_IDS)
+def test_generate_uses_the_recurrent_cache(entry):
+    model = build(entry, "causal_lm").eval()
+    prompt = make_inputs(model.config, batch=2, length=5)["input_ids"]
+    out = model.generate(prompt, max_new_tokens=4, do_sample=False, return_dict_in_generate=True, pad_token_id=0)
+    assert out.cache is not None and out.cache.get_seq_length() == 5 + 4 - 1

@@ -125,6 +125,28 @@ class ResidualBlock(nn.Module):
             hidden_states = self.norm(hidden_states, padding_mask)
         return hidden_states
 
+    def init_state(self, batch_size: int, device, dtype) -> tuple | None:
+        """Recurrent state of the mixer for generation; None for position-wise mixers (feed-forward)."""
+        if hasattr(self.mixer, "step"):
+            return self.mixer.init_state(batch_size, device, dtype)
+        return None
+
+    def step(self, hidden_state: torch.Tensor, state, padding_mask: torch.Tensor | None = None, **mixer_kwargs):
+        """One position (B, H) through the block, in eval mode; returns the output and the mixer's new state."""
+        residual = hidden_state  # (B, H)
+        if self.prenorm:
+            hidden_state = self.norm(hidden_state)
+        if padding_mask is not None:
+            hidden_state = hidden_state * padding_mask.unsqueeze(-1).to(hidden_state.dtype)
+        if state is None:
+            mixed = self.mixer(hidden_state.unsqueeze(1)).squeeze(1)  # position-wise: (B, 1, H) -> (B, H)
+        else:
+            mixed, state = self.mixer.step(hidden_state, state, attention_mask=padding_mask, **mixer_kwargs)
+        hidden_state = residual + self.dropout(mixed)
+        if not self.prenorm:
+            hidden_state = self.norm(hidden_state)
+        return hidden_state, state
+
 
 class SequenceLayer(GradientCheckpointingLayer):
     """One layer: a residual block per mixer (S4/DLR: the SSM layer; Transformer: attention, then feed-forward)."""
@@ -138,3 +160,12 @@ class SequenceLayer(GradientCheckpointingLayer):
         for block in self.blocks:
             hidden_states = block(hidden_states, padding_mask, **mixer_kwargs)
         return hidden_states
+
+    def init_state(self, batch_size: int, device, dtype) -> list:
+        return [block.init_state(batch_size, device, dtype) for block in self.blocks]
+
+    def step(self, hidden_state: torch.Tensor, states: list, padding_mask=None, **mixer_kwargs):
+        """One position (B, H) through every block; `states` holds one entry per block and is updated in place."""
+        for index, block in enumerate(self.blocks):
+            hidden_state, states[index] = block.step(hidden_state, states[index], padding_mask, **mixer_kwargs)
+        return hidden_state

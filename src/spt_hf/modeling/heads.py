@@ -13,7 +13,7 @@ finetuning model.
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers.modeling_outputs import CausalLMOutput, MaskedLMOutput, SequenceClassifierOutput
+from transformers.modeling_outputs import CausalLMOutputWithPast, MaskedLMOutput, SequenceClassifierOutput
 
 from .configuration_sequence import SequenceModelConfig
 
@@ -187,8 +187,17 @@ class SequenceForCausalLM(LanguageModelHeadMixin):
             )
         super().__init__(config)
         self.post_init()
-        # No key/value cache: generate() must feed the whole prefix at every step.
-        self.generation_config.use_cache = False
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        # generate() must not create transformers' DynamicCache: the backbone returns its own `SequenceCache`
+        # (recurrent SSM states, attention keys/values) from the prefill, and every later step continues it.
+        return False
+
+    def prepare_inputs_for_generation(self, input_ids, cache=None, attention_mask=None, **kwargs):
+        if cache is not None:
+            input_ids = input_ids[:, cache.get_seq_length() :]  # only the positions the cache has not seen
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "cache": cache, "use_cache": True}
 
     def forward(
         self,
@@ -197,13 +206,17 @@ class SequenceForCausalLM(LanguageModelHeadMixin):
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
+        cache=None,
+        use_cache: bool | None = None,
         **kwargs,
-    ) -> CausalLMOutput:
+    ) -> CausalLMOutputWithPast:
         outputs = self.backbone(
             input_ids=input_ids,
             input_values=input_values,
             attention_mask=attention_mask,
             output_hidden_states=output_hidden_states,
+            cache=cache,
+            use_cache=use_cache,
         )
         logits = self.lm_head(outputs.last_hidden_state)  # (B, L, V) or (B, L, C[*levels])
         loss = None
@@ -217,7 +230,9 @@ class SequenceForCausalLM(LanguageModelHeadMixin):
             if attention_mask is not None:
                 select = attention_mask[:, 1:].to(torch.bool)  # a padded target is never predicted
             loss = self.continuous_loss(logits[:, :-1], labels[:, 1:], select)
-        return CausalLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
+        return CausalLMOutputWithPast(
+            loss=loss, logits=logits, cache=outputs.cache, hidden_states=outputs.hidden_states
+        )
 
     def generate(self, *args, **kwargs):
         if not self.config.is_token_input:

@@ -162,6 +162,47 @@ class RotaryTransformerAttention(nn.Module):
         out = out.reshape(batch, -1, self.num_heads * self.head_dim)[:, :length]  # (B, L, H)
         return self.o_proj(out)
 
+    def init_state(self, batch_size: int, device, dtype) -> tuple:
+        """Keys, values (B, nh, 0, D) and which cached positions are real (B, 0): the causal generation cache."""
+        empty = torch.zeros(batch_size, self.num_heads, 0, self.head_dim, device=device, dtype=dtype)
+        return empty, empty.clone(), torch.zeros(batch_size, 0, dtype=torch.bool, device=device)
+
+    def step(
+        self,
+        hidden_state: torch.Tensor,
+        state: tuple,
+        attention_mask: torch.Tensor | None = None,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
+        position: int = 0,
+        **kwargs,
+    ) -> tuple[torch.Tensor, tuple]:
+        """Attention of one new position (B, H) to the cached ones; for block-local attention only the keys a query
+        of this block may see are kept (its block and the previous one), so memory stays bounded by 2w."""
+        batch = hidden_state.shape[0]
+        shape = (batch, self.num_heads, 1, self.head_dim)
+        query = self.q_proj(hidden_state).view(batch, self.num_heads, self.head_dim).unsqueeze(2)  # (B, nh, 1, D)
+        key = self.k_proj(hidden_state).view(shape)  # (B, nh, 1, D)
+        value = self.v_proj(hidden_state).view(shape)  # (B, nh, 1, D)
+        if position_embeddings is not None:
+            query, key = apply_rotary_pos_emb(query, key, *position_embeddings)
+        keys, values, real = state
+        is_real = torch.ones(batch, 1, dtype=torch.bool, device=hidden_state.device)
+        if attention_mask is not None:
+            is_real = attention_mask.view(batch, 1).to(torch.bool)
+        keys, values = torch.cat([keys, key], dim=2), torch.cat([values, value], dim=2)  # (B, nh, T, D)
+        real = torch.cat([real, is_real], dim=1)  # (B, T)
+        window = self.config.attention_window
+        if window is not None:
+            first_visible = max(0, (position // window - 1) * window)  # start of the previous block
+            drop = keys.shape[2] - (position + 1 - first_visible)
+            keys, values, real = keys[:, :, drop:], values[:, :, drop:], real[:, drop:]
+        visible = real.clone()
+        visible[:, -1] = True  # a query always sees itself (as in the full forward)
+        weights = torch.matmul(query, keys.transpose(2, 3)) * self.scaling  # (B, nh, 1, T)
+        weights = weights.masked_fill(~visible[:, None, None, :], torch.finfo(weights.dtype).min)
+        out = torch.matmul(F.softmax(weights.float(), dim=-1).to(values.dtype), values)  # (B, nh, 1, D)
+        return self.o_proj(out.reshape(batch, -1)), (keys, values, real)
+
 
 class RotaryTransformerFeedForward(nn.Module):
     """Linear(H, I) -> GELU -> Linear(I, H)."""
@@ -190,12 +231,20 @@ class RotaryTransformerModel(SequenceBackbone, RotaryTransformerPreTrainedModel)
         if config.position_embedding_type == "rotary":
             self.rotary_emb = RotaryTransformerRotaryEmbedding(config)
 
-    def _embed(self, input_ids, input_values, mask_positions) -> torch.Tensor:
+    def _embed(self, input_ids, input_values, mask_positions, position_offset: int = 0) -> torch.Tensor:
         hidden_states = super()._embed(input_ids, input_values, mask_positions)  # (B, L, H)
         if self.config.position_embedding_type == "absolute":
             length, dim = hidden_states.shape[1], hidden_states.shape[2]
-            hidden_states = hidden_states + sinusoidal_positions(length, dim, hidden_states.device, hidden_states.dtype)
+            table = sinusoidal_positions(position_offset + length, dim, hidden_states.device, hidden_states.dtype)
+            hidden_states = hidden_states + table[position_offset:]
         return hidden_states
+
+    def _step_kwargs(self, hidden_state: torch.Tensor, position: int) -> dict:
+        kwargs = {"position": position}
+        if self.config.position_embedding_type == "rotary":
+            position_ids = torch.tensor([[position]], device=hidden_state.device)  # (1, 1)
+            kwargs["position_embeddings"] = self.rotary_emb(hidden_state, position_ids)
+        return kwargs
 
     def _mixer_kwargs(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None) -> dict:
         batch, length, _ = hidden_states.shape

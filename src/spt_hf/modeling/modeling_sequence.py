@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
-from transformers.modeling_outputs import BaseModelOutput
+from transformers.modeling_outputs import BaseModelOutputWithPast
 
 from .blocks import MaskedBatchNorm, SequenceEmbeddings, SequenceLayer, SequenceNorm
 from .configuration_sequence import SequenceModelConfig
@@ -116,6 +116,30 @@ def _shape(tensor: torch.Tensor | None) -> str:
     return "None" if tensor is None else str(tuple(tensor.shape))
 
 
+class SequenceCache:
+    """Recurrent state of every mixer after the positions seen so far: O(1) memory per token for S4D/DLR, a growing
+    key/value store (bounded by the window for block-local attention) for the Transformer.
+
+    Passed in and out of causal models as `cache` (as transformers' caches are) when `use_cache=True`.
+    """
+
+    def __init__(self, layer_states: list[list]):
+        self.layer_states = layer_states  # [layer][block] -> tuple of tensors, or None for position-wise blocks
+        self.seen_tokens = 0
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.seen_tokens
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        """Select batch entries (beam search)."""
+        for blocks in self.layer_states:
+            for index, state in enumerate(blocks):
+                if state is not None:
+                    blocks[index] = tuple(
+                        t.index_select(0, beam_idx.to(t.device)) if torch.is_tensor(t) and t.dim() else t for t in state
+                    )
+
+
 class SequenceBackbone:
     """Mixin turning an architecture's PreTrainedModel into its backbone (`XModel`).
 
@@ -144,11 +168,40 @@ class SequenceBackbone:
     def set_input_embeddings(self, value: nn.Module) -> None:
         self.embeddings.word_embeddings = value
 
-    def _embed(self, input_ids, input_values, mask_positions) -> torch.Tensor:
+    def _embed(self, input_ids, input_values, mask_positions, position_offset: int = 0) -> torch.Tensor:
         return self.embeddings(input_ids=input_ids, input_values=input_values, mask_positions=mask_positions)
 
     def _mixer_kwargs(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None) -> dict:
         return {}
+
+    def _step_kwargs(self, hidden_state: torch.Tensor, position: int) -> dict:
+        """Per-position inputs of the mixers' recurrent `step` (e.g. the rotary angles of `position`)."""
+        return {}
+
+    def init_cache(self, batch_size: int, device=None, dtype=None) -> SequenceCache:
+        device, dtype = device or self.device, dtype or self.dtype
+        return SequenceCache([layer.init_state(batch_size, device, dtype) for layer in self.layers])
+
+    def _forward_recurrent(self, input_ids, input_values, padding_mask, cache: SequenceCache | None):
+        """Run the sequence one position at a time through the mixers' recurrent `step`, continuing `cache`."""
+        if not self.config.is_causal:
+            raise ValueError("`use_cache`/`cache` needs a causal model (`bidirectional=False`).")
+        inputs = input_ids if input_ids is not None else input_values
+        batch, length = inputs.shape[:2]
+        cache = cache if cache is not None else self.init_cache(batch, inputs.device)
+        outputs = []
+        for t in range(length):
+            position = cache.seen_tokens
+            token = inputs[:, t : t + 1]  # (B, 1[, C])
+            ids, values = (token, None) if input_ids is not None else (None, token)
+            hidden_state = self._embed(ids, values, None, position_offset=position)[:, 0]  # (B, H)
+            step_kwargs = self._step_kwargs(hidden_state, position)
+            real = None if padding_mask is None else padding_mask[:, t]  # (B,)
+            for layer, states in zip(self.layers, cache.layer_states):
+                hidden_state = layer.step(hidden_state, states, real, **step_kwargs)
+            outputs.append(self.norm_f(hidden_state))
+            cache.seen_tokens += 1
+        return torch.stack(outputs, dim=1), cache  # (B, L, H)
 
     def forward(
         self,
@@ -157,16 +210,25 @@ class SequenceBackbone:
         attention_mask: torch.Tensor | None = None,
         mask_positions: torch.BoolTensor | None = None,
         output_hidden_states: bool | None = None,
+        cache: SequenceCache | None = None,
+        use_cache: bool | None = None,
         **kwargs,
-    ) -> BaseModelOutput:
+    ) -> BaseModelOutputWithPast:
         r"""
         input_ids (`torch.LongTensor` of shape (B, L)): token ids, for models with `vocab_size`.
         input_values (`torch.FloatTensor` of shape (B, L, C)): continuous inputs, for models with `num_channels`.
         attention_mask (`torch.Tensor` of shape (B, L)): 1 for real positions, 0 for padding (right padding).
         mask_positions (`torch.BoolTensor` of shape (B, L)): continuous positions replaced by the mask vector.
+        cache (`SequenceCache`): recurrent state to continue from (generation); implies the recurrent path.
+        use_cache (`bool`): run position by position through the mixers' recurrent steps and return the `cache`.
         """
+        if cache is not None and attention_mask is not None and input_ids is not None:
+            attention_mask = attention_mask[:, -input_ids.shape[1] :]  # generation passes the mask of all positions
         validate_inputs(self.config, input_ids, input_values, attention_mask)
         padding_mask = None if attention_mask is None else attention_mask.to(torch.bool)
+        if use_cache or cache is not None:
+            hidden_states, cache = self._forward_recurrent(input_ids, input_values, padding_mask, cache)
+            return BaseModelOutputWithPast(last_hidden_state=hidden_states, cache=cache)
         hidden_states = self._embed(input_ids, input_values, mask_positions)  # (B, L, H)
         mixer_kwargs = self._mixer_kwargs(hidden_states, padding_mask)
         output_hidden_states = output_hidden_states or self.config.output_hidden_states
@@ -178,4 +240,4 @@ class SequenceBackbone:
         hidden_states = self.norm_f(hidden_states, padding_mask)
         if output_hidden_states:
             all_hidden_states += (hidden_states,)
-        return BaseModelOutput(last_hidden_state=hidden_states, hidden_states=all_hidden_states)
+        return BaseModelOutputWithPast(last_hidden_state=hidden_states, hidden_states=all_hidden_states)
