@@ -5,6 +5,7 @@ inject their mixers, so everything outside the mixer is identical across archite
 """
 
 import torch
+import torch.distributed.nn.functional  # noqa: F401  (autograd all-reduce for synced statistics)
 from torch import nn
 from transformers.modeling_layers import GradientCheckpointingLayer
 
@@ -15,7 +16,7 @@ class MaskedBatchNorm(nn.Module):
     """BatchNorm over the channels of (B, L, H) whose statistics exclude padded positions.
 
     Matches `nn.BatchNorm1d` (biased variance to normalise, unbiased variance in the running estimate, momentum
-    0.1) when nothing is padded. Statistics are per process (like `nn.BatchNorm1d` under DDP without SyncBatchNorm).
+    0.1) when nothing is padded. Under torch.distributed the statistics cover the global batch (SyncBatchNorm).
     """
 
     def __init__(self, hidden_size: int, eps: float = 1e-5, momentum: float = 0.1):
@@ -32,11 +33,17 @@ class MaskedBatchNorm(nn.Module):
             flat = hidden_states.reshape(-1, hidden_states.shape[-1]).float()  # (B*L, H)
             if padding_mask is not None:
                 flat = flat[padding_mask.reshape(-1)]  # (n_real, H)
-            count = flat.shape[0]
-            mean = flat.mean(0)  # (H,)
-            var = flat.var(0, unbiased=False)  # (H,)
+            # Sums over real positions; under data parallelism they are summed over all processes (as
+            # SyncBatchNorm does), so statistics and gradients equal those of one process on the global batch.
+            stats = torch.cat([flat.sum(0), flat.pow(2).sum(0), flat.new_full((1,), flat.shape[0])])  # (2H+1,)
+            if torch.distributed.is_available() and torch.distributed.is_initialized():
+                stats = torch.distributed.nn.functional.all_reduce(stats)
+            hidden = hidden_states.shape[-1]
+            count = stats[-1].clamp(min=1.0)
+            mean = stats[:hidden] / count  # (H,)
+            var = (stats[hidden : 2 * hidden] / count - mean.pow(2)).clamp(min=0.0)  # (H,) biased
             with torch.no_grad():
-                unbiased = var * count / max(count - 1, 1)
+                unbiased = var * count / (count - 1).clamp(min=1.0)
                 self.running_mean.lerp_(mean.detach(), self.momentum)
                 self.running_var.lerp_(unbiased.detach(), self.momentum)
                 self.num_batches_tracked.add_(1)

@@ -58,9 +58,16 @@ class SequenceHeadMixin:
 
     backbone_class: type[nn.Module]
 
+    uses_mask_embedding = False
+
     def __init__(self, config: SequenceModelConfig):
         super().__init__(config)
         setattr(self, self.base_model_prefix, self.backbone_class(config))
+        mask_embedding = getattr(self.backbone.embeddings, "mask_embedding", None)
+        if mask_embedding is not None and not self.uses_mask_embedding:
+            # Only masked SPT reads the mask vector; freezing it elsewhere keeps it out of the optimiser and lets
+            # DDP run without searching for unused parameters. It is still saved and transferred.
+            mask_embedding.requires_grad_(False)
 
     @property
     def backbone(self) -> nn.Module:
@@ -128,6 +135,8 @@ class SequenceForMaskedLM(LanguageModelHeadMixin):
     projected value the backbone replaces by its mask vector; the loss (config.continuous_loss) is taken only there,
     against `labels` (defaults to `input_values` for L1/MSE).
     """
+
+    uses_mask_embedding = True
 
     def __init__(self, config: SequenceModelConfig):
         super().__init__(config)

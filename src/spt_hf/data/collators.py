@@ -1,0 +1,264 @@
+"""Collators: padding, and the SPT objectives' inputs and targets (method.md §2).
+
+All collators take the list of examples a ``DataLoader`` or the ``Trainer`` hands them (python lists, numpy
+arrays or tensors), pad right to the longest sequence in the batch (optionally to a multiple of
+``pad_to_multiple_of``) and return a dict of tensors whose keys are the model's forward arguments. Continuous
+inputs are normalised here with the spec's per-channel statistics; the cached dataset keeps raw values.
+
+Masked SPT draws its mask here, anew for every batch, from the collator's own ``torch.Generator``: each position
+is selected independently with probability ``mask_rate`` (or ⌊L·p/span⌋ non-overlapping spans), padding never,
+and every selected position is replaced (no 80/10/10 rule). A batch with no selected position has
+``labels == -100`` everywhere (tokens) or ``mask_positions`` all false (continuous): see :func:`num_masked`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from .spec import TaskSpec
+from .vocab import MASK_ID, PAD_ID
+
+IGNORE_INDEX = -100
+
+
+def _round_up(n: int, multiple: int | None) -> int:
+    return n if not multiple else -(-n // multiple) * multiple
+
+
+def pad_tokens(seqs: list[Any], pad_to_multiple_of: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token sequences with PAD: ``input_ids`` (B, L) long and ``attention_mask`` (B, L) long."""
+    arrays = [np.asarray(s, dtype=np.int64).reshape(-1) for s in seqs]
+    length = _round_up(max(a.shape[0] for a in arrays), pad_to_multiple_of)
+    ids = np.full((len(arrays), length), PAD_ID, dtype=np.int64)  # (B, L)
+    mask = np.zeros((len(arrays), length), dtype=np.int64)  # (B, L)
+    for i, a in enumerate(arrays):
+        ids[i, : a.shape[0]] = a
+        mask[i, : a.shape[0]] = 1
+    return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+def pad_values(
+    seqs: list[Any], num_channels: int, pad_to_multiple_of: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad raw continuous sequences with zeros: values (B, L, C) float32 and ``attention_mask`` (B, L)."""
+    arrays = [np.asarray(s, dtype=np.float32).reshape(-1, num_channels) for s in seqs]  # each (L_i, C)
+    length = _round_up(max(a.shape[0] for a in arrays), pad_to_multiple_of)
+    values = np.zeros((len(arrays), length, num_channels), dtype=np.float32)  # (B, L, C)
+    mask = np.zeros((len(arrays), length), dtype=np.int64)  # (B, L)
+    for i, a in enumerate(arrays):
+        values[i, : a.shape[0]] = a
+        mask[i, : a.shape[0]] = 1
+    return torch.from_numpy(values), torch.from_numpy(mask)
+
+
+def normalize(spec: TaskSpec, raw: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """``(raw - mean) / std`` per channel, zero at padding; (B, L, C) float32."""
+    if spec.normalization is None:
+        raise ValueError(
+            f"task {spec.name!r} has no normalisation yet: call "
+            "spt_hf.data.fit_normalization(spec, dataset['train']) and build the collator with its result"
+        )
+    mean = torch.tensor(spec.normalization.mean, dtype=torch.float32)  # (C,)
+    std = torch.tensor(spec.normalization.std, dtype=torch.float32)  # (C,)
+    return ((raw - mean) / std) * attention_mask.unsqueeze(-1).to(raw.dtype)  # (B, L, C)
+
+
+def quantized_levels(spec: TaskSpec, raw: torch.Tensor) -> torch.Tensor:
+    """Raw values rounded to int64 levels in ``[0, num_quantized_levels)`` (B, L, C)."""
+    return raw.round().clamp_(0, spec.num_quantized_levels - 1).long()
+
+
+def num_masked(batch: dict[str, torch.Tensor]) -> int:
+    """Number of masked positions of a masked-SPT batch (0 means the batch carries no loss)."""
+    if "mask_positions" in batch:
+        return int(batch["mask_positions"].sum())
+    return int((batch["labels"] != IGNORE_INDEX).sum())
+
+
+def _resolve_target(spec: TaskSpec, target: str | None) -> str:
+    target = target or spec.spt_target
+    allowed = ("tokens",) if spec.input_kind == "tokens" else ("values", "levels")
+    if target not in allowed:
+        raise ValueError(f"target={target!r} for task {spec.name!r} ({spec.input_kind} inputs); allowed: {allowed}")
+    if target == "levels" and not spec.num_quantized_levels:
+        raise ValueError(f"target='levels' needs spec.num_quantized_levels (task {spec.name!r} has none)")
+    return target
+
+
+def _inputs(spec: TaskSpec, examples: list[dict], multiple: int | None) -> dict[str, torch.Tensor]:
+    """Padded model inputs; continuous inputs normalised, with the raw values under ``"raw"``."""
+    if spec.input_kind == "tokens":
+        ids, mask = pad_tokens([ex["input_ids"] for ex in examples], multiple)
+        return {"input_ids": ids, "attention_mask": mask}
+    raw, mask = pad_values([ex["input_values"] for ex in examples], spec.num_channels, multiple)
+    return {"input_values": normalize(spec, raw, mask), "attention_mask": mask, "raw": raw}
+
+
+def _stream_seed(*parts: int) -> int:
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "little") >> 1
+
+
+@dataclass
+class MaskedSPTCollator:
+    """Masked (denoising) SPT batches: mask redrawn at every call, loss targets only at masked positions.
+
+    Args:
+        spec: the task.
+        mask_rate: probability p that a position is selected.
+        span_length: 1 for independent positions; > 1 selects ⌊L·p/span⌋ non-overlapping spans per example.
+        seed: seed of the mask stream; ``state_dict``/``load_state_dict`` resume it exactly.
+        rank: process rank, mixed into the seed so every process draws a different stream.
+        target: ``"values"`` or ``"levels"`` for continuous inputs (default: ``spec.spt_target``).
+        pad_to_multiple_of: round the padded length up to a multiple of this.
+
+    Token inputs give ``input_ids`` (selected -> MASK), ``attention_mask`` and ``labels`` (original id at selected
+    positions, -100 elsewhere). Continuous inputs give normalised, unmasked ``input_values`` (B, L, C) (the model
+    swaps in its mask vector), ``mask_positions`` (B, L) bool, ``attention_mask`` and ``labels`` (B, L, C):
+    normalised values (float32) or raw levels (int64). In DataLoader workers the stream is re-seeded from the
+    worker's seed (which changes every epoch); exact resumption with ``state_dict`` needs ``num_workers=0``.
+    """
+
+    spec: TaskSpec
+    mask_rate: float = 0.5
+    span_length: int = 1
+    seed: int = 0
+    rank: int = 0
+    target: str | None = None
+    pad_to_multiple_of: int | None = None
+    _generator: torch.Generator = field(init=False, repr=False)
+    _worker: tuple[Any, torch.Generator] | None = field(init=False, repr=False, default=None)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.mask_rate < 1.0:
+            raise ValueError(f"mask_rate must be in (0, 1), got {self.mask_rate}")
+        if self.span_length < 1:
+            raise ValueError(f"span_length must be >= 1, got {self.span_length}")
+        self.target = _resolve_target(self.spec, self.target)
+        self._generator = torch.Generator().manual_seed(_stream_seed(self.seed, self.rank))
+
+    def state_dict(self) -> dict[str, Any]:
+        """The mask stream's state (a resumed run continues the same masks)."""
+        return {"seed": self.seed, "rank": self.rank, "generator_state": self._generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the mask stream saved by :meth:`state_dict`."""
+        self._generator.set_state(state["generator_state"])
+
+    def _current_generator(self) -> torch.Generator:
+        info = torch.utils.data.get_worker_info()
+        if info is None:
+            return self._generator
+        if self._worker is None or self._worker[0] != (info.id, info.seed):
+            gen = torch.Generator().manual_seed(_stream_seed(self.seed, self.rank, info.seed))
+            self._worker = ((info.id, info.seed), gen)
+        return self._worker[1]
+
+    def draw_mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Selected positions (B, L) bool, never at padding (right padding assumed)."""
+        gen = self._current_generator()
+        real = attention_mask.bool()  # (B, L)
+        if self.span_length == 1:
+            return (torch.rand(real.shape, generator=gen) < self.mask_rate) & real  # (B, L)
+        selected = torch.zeros_like(real)
+        span = self.span_length
+        for i, length in enumerate(real.sum(1).tolist()):
+            n = int(length * self.mask_rate / span)
+            if n == 0:
+                continue
+            # n starts among the (length - n(span-1)) "compressed" slots, spread out: non-overlapping spans
+            slots = torch.randperm(length - n * (span - 1), generator=gen)[:n].sort().values  # (n,)
+            starts = slots + torch.arange(n) * (span - 1)  # (n,)
+            selected[i, (starts.unsqueeze(1) + torch.arange(span)).reshape(-1)] = True
+        return selected
+
+    def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
+        batch = _inputs(self.spec, examples, self.pad_to_multiple_of)
+        selected = self.draw_mask(batch["attention_mask"])  # (B, L)
+        if self.spec.input_kind == "tokens":
+            ids = batch["input_ids"]  # (B, L)
+            batch["labels"] = torch.where(selected, ids, torch.full_like(ids, IGNORE_INDEX))
+            batch["input_ids"] = ids.masked_fill(selected, MASK_ID)
+            return batch
+        raw = batch.pop("raw")  # (B, L, C)
+        batch["mask_positions"] = selected
+        if self.target == "levels":
+            batch["labels"] = quantized_levels(self.spec, raw)  # (B, L, C) int64
+        else:
+            batch["labels"] = batch["input_values"].clone()  # (B, L, C) float32
+        return batch
+
+
+@dataclass
+class CausalSPTCollator:
+    """Causal SPT batches: ``labels`` are the inputs themselves (the model shifts them, as in transformers).
+
+    Token inputs: ``labels`` = ``input_ids`` with padding set to -100. Continuous inputs: normalised
+    ``input_values`` and ``labels`` = normalised values (float32) or raw levels (int64); the model ignores
+    padded positions through ``attention_mask``.
+    """
+
+    spec: TaskSpec
+    target: str | None = None
+    pad_to_multiple_of: int | None = None
+
+    def __post_init__(self) -> None:
+        self.target = _resolve_target(self.spec, self.target)
+
+    def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
+        batch = _inputs(self.spec, examples, self.pad_to_multiple_of)
+        if self.spec.input_kind == "tokens":
+            batch["labels"] = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, IGNORE_INDEX)
+            return batch
+        raw = batch.pop("raw")
+        if self.target == "levels":
+            batch["labels"] = quantized_levels(self.spec, raw)
+        else:
+            batch["labels"] = batch["input_values"].clone()
+        return batch
+
+
+def _labels(spec: TaskSpec, examples: list[dict]) -> torch.Tensor:
+    if spec.is_regression:
+        return torch.tensor([float(ex["label"]) for ex in examples], dtype=torch.float32)  # (B,)
+    return torch.tensor([int(ex["label"]) for ex in examples], dtype=torch.long)  # (B,)
+
+
+@dataclass
+class ClassificationCollator:
+    """Finetuning batches: padded (normalised) inputs and ``labels`` (long classes or float32 regression)."""
+
+    spec: TaskSpec
+    pad_to_multiple_of: int | None = None
+
+    def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
+        batch = _inputs(self.spec, examples, self.pad_to_multiple_of)
+        batch.pop("raw", None)
+        batch["labels"] = _labels(self.spec, examples)
+        return batch
+
+
+@dataclass
+class RetrievalCollator:
+    """Document-pair batches: ``input_ids``/``attention_mask``, ``input_ids_2``/``attention_mask_2``, ``labels``.
+
+    Each document is padded on its own (the documents are encoded separately, never concatenated).
+    """
+
+    spec: TaskSpec
+    pad_to_multiple_of: int | None = None
+
+    def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
+        ids, mask = pad_tokens([ex["input_ids"] for ex in examples], self.pad_to_multiple_of)
+        ids2, mask2 = pad_tokens([ex["input_ids_2"] for ex in examples], self.pad_to_multiple_of)
+        return {
+            "input_ids": ids,
+            "attention_mask": mask,
+            "input_ids_2": ids2,
+            "attention_mask_2": mask2,
+            "labels": _labels(self.spec, examples),
+        }

@@ -1,0 +1,232 @@
+"""The task specification: what a model and a collator need to know about a benchmark.
+
+A :class:`TaskSpec` says what the inputs are (tokens of a vocabulary, or ``num_channels`` continuous values per
+step), how long they get, what is predicted (classes or a regression target) and measured, the default pooling,
+the normalisation of continuous inputs and the default target of the SPT objectives (method.md §2, §7). Each task
+of the paper is a subclass in :mod:`spt_hf.data.tasks` that sets these defaults and knows how to find and read its
+files; the fields a user may change are listed in its ``OPTIONS``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import datasets
+import numpy as np
+
+from .vocab import Vocabulary, special_token_ids
+
+INPUT_KINDS = ("tokens", "continuous")
+PROBLEM_TYPES = ("single_label_classification", "regression")
+POOLINGS = ("mean", "last", "max", "first")
+SPT_TARGETS = ("tokens", "values", "levels")
+# options of ``load_task`` that are not task options (``get_task_spec`` accepts and ignores them)
+LOAD_OPTIONS = ("cache_dir", "split_seed", "validation_from", "num_train_examples", "train_fraction", "seed")
+
+
+class DataFormatError(ValueError):
+    """A data file does not have the expected format; the message names the file, the line or item, and the format."""
+
+
+@dataclass(frozen=True)
+class Normalization:
+    """Per-channel affine normalisation ``(x - mean) / std`` of continuous inputs.
+
+    Args:
+        mean: one value per channel, in the units of the raw signal stored in the dataset.
+        std: one positive value per channel.
+    """
+
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.mean) != len(self.std):
+            raise ValueError(f"mean has {len(self.mean)} channels, std {len(self.std)}")
+        if any(not s > 0 for s in self.std):
+            raise ValueError(f"std must be positive, got {self.std}")
+
+    def apply(self, values: np.ndarray) -> np.ndarray:
+        """Normalise raw values of shape ``(..., C)``; returns float32."""
+        mean = np.asarray(self.mean, dtype=np.float32)  # (C,)
+        std = np.asarray(self.std, dtype=np.float32)  # (C,)
+        return ((np.asarray(values, dtype=np.float32) - mean) / std).astype(np.float32, copy=False)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a task's data was found: local files (hashed into the cache key) or a Hub dataset id."""
+
+    root: Path | None = None
+    files: tuple[Path, ...] = ()
+    hub_id: str | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+# A raw split is a zero-argument callable yielding examples already in the task's features.
+RawSplits = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything a model, a collator and the pipeline need to know about one task.
+
+    Args:
+        name: the task name used by ``load_task``.
+        input_kind: ``"tokens"`` (``input_ids`` over ``vocab``) or ``"continuous"`` (``input_values`` of shape
+            ``(L, num_channels)``, raw signal values).
+        max_length: the longest sequence the task produces (token sequences are truncated to it at load time,
+            counting the end token when ``append_eos``).
+        num_labels: number of classes, 1 for regression.
+        problem_type: ``"single_label_classification"`` or ``"regression"`` (transformers' names).
+        metric: ``"accuracy"`` or ``"r2"``.
+        pooling: default pooling of the classification head (method.md §4).
+        vocab: the token vocabulary (token inputs only).
+        num_channels: channels per step of continuous inputs (1 for token inputs).
+        normalization: per-channel mean/std of continuous inputs; ``None`` means "fit on the train split" with
+            :func:`fit_normalization` before building a collator.
+        num_quantized_levels: number of raw intensity levels for ``"levels"`` SPT targets (256 for Pathfinder).
+        spt_target: default target of the SPT objectives: ``"tokens"``, ``"values"`` (L1/MSE on normalised values)
+            or ``"levels"`` (cross-entropy over raw quantised levels).
+        label_names: class names, written into the ``ClassLabel`` feature.
+        paired: two documents per example (Retrieval): ``input_ids`` and ``input_ids_2``.
+        append_eos: append the end token to every token sequence.
+        validation_size: size (fraction of train if < 1, else a count) of the validation split carved from train
+            when the source has no validation split.
+        split_sizes: train/validation/test fractions (or counts, when they sum to more than 1) of a source that
+            comes as one pool (Pathfinder 80/10/10, digits 500/400/897).
+    """
+
+    name: str = ""
+    input_kind: str = "tokens"
+    max_length: int = 1024
+    num_labels: int = 2
+    problem_type: str = "single_label_classification"
+    metric: str = "accuracy"
+    pooling: str = "mean"
+    vocab: Vocabulary | None = None
+    num_channels: int = 1
+    normalization: Normalization | None = None
+    num_quantized_levels: int | None = None
+    spt_target: str = "tokens"
+    label_names: tuple[str, ...] | None = None
+    paired: bool = False
+    append_eos: bool = False
+    validation_size: float = 0.1
+    split_sizes: tuple[float, float, float] = (0.8, 0.1, 0.1)
+
+    OPTIONS: ClassVar[tuple[str, ...]] = ("max_length",)
+
+    def __post_init__(self) -> None:
+        checks = [
+            ("input_kind", INPUT_KINDS),
+            ("problem_type", PROBLEM_TYPES),
+            ("pooling", POOLINGS),
+            ("spt_target", SPT_TARGETS),
+        ]
+        for field, allowed in checks:
+            if getattr(self, field) not in allowed:
+                raise ValueError(f"{type(self).__name__}.{field}={getattr(self, field)!r}; allowed: {allowed}")
+        if self.input_kind == "tokens" and (self.vocab is None or self.spt_target != "tokens"):
+            raise ValueError(f"task {self.name!r}: token inputs need a vocab and spt_target='tokens'")
+        if self.input_kind == "continuous" and self.spt_target == "tokens":
+            raise ValueError(f"task {self.name!r}: continuous inputs need spt_target 'values' or 'levels'")
+        if self.spt_target == "levels" and not self.num_quantized_levels:
+            raise ValueError(f"task {self.name!r}: spt_target='levels' needs num_quantized_levels")
+        if self.normalization is not None and len(self.normalization.mean) != self.num_channels:
+            raise ValueError(f"task {self.name!r}: normalisation has the wrong number of channels")
+        if self.max_length < 1:
+            raise ValueError(f"max_length must be positive, got {self.max_length}")
+
+    @classmethod
+    def from_options(cls, **options: Any) -> TaskSpec:
+        """Instantiate the task with user options; unknown options raise naming the allowed ones."""
+        return cls(**cls.check_options(options))
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """Raise on options the task does not have; dict values become sorted item tuples (hashable)."""
+        unknown = sorted(set(options) - set(cls.OPTIONS))
+        if unknown:
+            raise TypeError(f"task {cls.name!r} got unknown options {unknown}; allowed: {list(cls.OPTIONS)}")
+        return {k: tuple(sorted(v.items())) if isinstance(v, dict) else v for k, v in options.items()}
+
+    @property
+    def is_regression(self) -> bool:
+        """True for regression tasks (one float label per example)."""
+        return self.problem_type == "regression"
+
+    @property
+    def vocab_size(self) -> int | None:
+        """Size of the token vocabulary including the special tokens; ``None`` for continuous inputs."""
+        return len(self.vocab) if self.vocab is not None else None
+
+    def options(self) -> dict[str, Any]:
+        """The user-settable fields and their values (part of the cache key)."""
+        return {k: getattr(self, k) for k in self.OPTIONS}
+
+    def features(self) -> datasets.Features:
+        """The ``datasets`` features of every split of this task."""
+        if self.is_regression:
+            label = datasets.Value("float32")
+        else:
+            names = list(self.label_names) if self.label_names else [str(i) for i in range(self.num_labels)]
+            label = datasets.ClassLabel(names=names)
+        if self.input_kind == "tokens":
+            cols = {"input_ids": datasets.List(datasets.Value("int32"))}
+            if self.paired:
+                cols["input_ids_2"] = datasets.List(datasets.Value("int32"))
+        else:
+            cols = {"input_values": datasets.Array2D(shape=(None, self.num_channels), dtype="float32")}
+        return datasets.Features({**cols, "label": label})
+
+    def model_config_kwargs(self) -> dict[str, Any]:
+        """Fields a model config needs so pretraining and finetuning agree on inputs and heads."""
+        kwargs: dict[str, Any] = {
+            "num_labels": self.num_labels,
+            "problem_type": self.problem_type,
+            "pooling": self.pooling,
+            "input_kind": self.input_kind,
+            "max_position_embeddings": self.max_length,
+        }
+        if self.input_kind == "tokens":
+            kwargs.update(vocab_size=self.vocab_size, **special_token_ids())
+        else:
+            kwargs.update(num_channels=self.num_channels, num_quantized_levels=self.num_quantized_levels)
+        return kwargs
+
+    def locate(self, data_dir: str | Path | None) -> Source:
+        """Find the task's files under ``data_dir`` (or decide on a Hub id); raise naming what was looked for."""
+        raise NotImplementedError
+
+    def build(self, source: Source) -> RawSplits:
+        """The raw splits as example generators: ``train``/``validation``/``test``, or one ``pool`` to divide."""
+        raise NotImplementedError
+
+
+def fit_normalization(spec: TaskSpec, train: datasets.Dataset, batch_size: int = 256) -> TaskSpec:
+    """Return ``spec`` with per-channel mean/std of ``train``'s ``input_values`` if it has no normalisation yet.
+
+    Statistics come from the train split only, over real (unpadded) steps, in float64.
+    """
+    if spec.input_kind != "continuous" or spec.normalization is not None:
+        return spec
+    total = np.zeros(spec.num_channels)  # (C,)
+    total_sq = np.zeros(spec.num_channels)  # (C,)
+    count = 0
+    for batch in train.with_format("numpy").iter(batch_size=batch_size):
+        for values in batch["input_values"]:  # (L, C)
+            values = np.asarray(values, dtype=np.float64)
+            total += values.sum(0)
+            total_sq += (values**2).sum(0)
+            count += values.shape[0]
+    if count == 0:
+        raise ValueError(f"cannot fit a normalisation for {spec.name!r} on an empty train split")
+    mean = total / count
+    std = np.sqrt(np.maximum(total_sq / count - mean**2, 0.0))
+    std = np.where(std > 1e-8, std, 1.0)
+    norm = Normalization(tuple(float(m) for m in mean), tuple(float(s) for s in std))
+    return dataclasses.replace(spec, normalization=norm)

@@ -1,0 +1,112 @@
+"""The ``.ts`` time-series format of the Monash TSER / UEA archives (BIDMC32HR/RR/SpO2, aeon's bundled sets).
+
+A ``.ts`` file is a header of ``@key value`` lines (``#`` comments allowed) closed by ``@data``, then one series
+per line: the dimensions separated by ``:``, the values of a dimension by ``,``, and the target last (a float
+for regression files, which declare ``@targetLabel true``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from .spec import DataFormatError, Source
+
+TS_FORMAT = (
+    "a .ts file: '@key value' header lines, '@targetLabel true', '@data', then one series per line as "
+    "'v,v,...:v,v,...:TARGET' (dimensions separated by ':', no timestamps, no missing values)"
+)
+
+
+def aeon_data_dir() -> Path | None:
+    """The folder of ``.ts`` sets bundled with the optional ``aeon`` package, found without importing it."""
+    spec = importlib.util.find_spec("aeon")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data"
+    return folder if folder.is_dir() else None
+
+
+def locate_ts(dataset_name: str, data_dir: str | Path | None) -> Source:
+    """``<name>_TRAIN.ts`` and ``<name>_TEST.ts`` in ``data_dir`` or ``data_dir/<name>``; aeon's data by default."""
+    roots = [Path(data_dir).expanduser()] if data_dir is not None else []
+    if data_dir is None and (aeon := aeon_data_dir()) is not None:
+        roots.append(aeon)
+    tried = []
+    for root in roots:
+        for folder in (root, root / dataset_name):
+            files = (folder / f"{dataset_name}_TRAIN.ts", folder / f"{dataset_name}_TEST.ts")
+            if all(f.is_file() for f in files):
+                return Source(root=folder, files=files)
+            tried.append(str(folder))
+    raise FileNotFoundError(
+        f"bidmc: could not find {dataset_name}_TRAIN.ts and {dataset_name}_TEST.ts; looked in {tried or 'nothing'}. "
+        "Point data_dir at the folder of the Monash TSER .ts files (BIDMC32HR/RR/SpO2) or install `aeon` for its "
+        "bundled regression sets (dataset_name='Covid3Month' or 'CardanoSentiment')."
+    )
+
+
+def _parse_header(path: Path, lines: Iterator[tuple[int, str]]) -> dict[str, str]:
+    header: dict[str, str] = {}
+    for lineno, line in lines:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if not line.startswith("@"):
+            raise DataFormatError(f"{path}:{lineno}: expected a header line before '@data'; expected {TS_FORMAT}")
+        key, _, value = line[1:].partition(" ")
+        if key.lower() == "data":
+            return header
+        header[key.lower()] = value.strip()
+    raise DataFormatError(f"{path}: no '@data' line; expected {TS_FORMAT}")
+
+
+def read_ts(path: Path, num_channels: int) -> Iterator[tuple[np.ndarray, float]]:
+    """Series of shape (L, C) as float32 and float targets of one regression ``.ts`` file."""
+    with open(path, encoding="utf-8") as f:
+        lines = enumerate(f, start=1)
+        header = _parse_header(path, lines)
+        if header.get("targetlabel", "").lower() != "true":
+            raise DataFormatError(
+                f"{path}: not a regression file ('@targetLabel true' missing; found "
+                f"{sorted(header)}); expected {TS_FORMAT}"
+            )
+        if header.get("timestamps", "false").lower() == "true":
+            raise DataFormatError(f"{path}: series with timestamps are not supported; expected {TS_FORMAT}")
+        for lineno, line in lines:
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            *dims, target = line.split(":")
+            if len(dims) != num_channels:
+                raise DataFormatError(
+                    f"{path}:{lineno}: {len(dims)} dimensions, expected {num_channels} "
+                    f"(pass num_channels={len(dims)} if that is right); expected {TS_FORMAT}"
+                )
+            try:
+                series = [np.array(d.split(","), dtype=np.float64) for d in dims]
+                value = float(target)
+            except ValueError as err:
+                raise DataFormatError(f"{path}:{lineno}: {err}; expected {TS_FORMAT}") from None
+            if len({s.shape[0] for s in series}) != 1:
+                raise DataFormatError(
+                    f"{path}:{lineno}: dimensions of different lengths "
+                    f"{[s.shape[0] for s in series]}; expected {TS_FORMAT}"
+                )
+            values = np.stack(series, axis=1).astype(np.float32)  # (L, C)
+            if not (np.isfinite(values).all() and np.isfinite(value)):
+                raise DataFormatError(f"{path}:{lineno}: missing or non-finite values; expected {TS_FORMAT}")
+            yield values, value
+
+
+def ts_examples(path: Path, num_channels: int, max_length: int) -> Callable[[], Iterator[dict]]:
+    """Examples ``input_values`` (L, C) raw, truncated to ``max_length``, and a float ``label``."""
+
+    def gen() -> Iterator[dict]:
+        for values, target in read_ts(path, num_channels):
+            yield {"input_values": values[:max_length], "label": target}
+
+    return gen

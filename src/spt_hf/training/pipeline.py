@@ -1,0 +1,253 @@
+"""The two phases of the method and the baseline: `pretrain` (SPT on the train split only), `finetune` (from an
+SPT checkpoint, a Hub model, or from scratch) and `run` (both, plus the scratch baseline under the same budget).
+
+Each phase writes its model, its Trainer checkpoints and a `results.json` into `output_dir`.
+"""
+
+import dataclasses
+import logging
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
+    set_seed,
+)
+from transformers.trainer_utils import get_last_checkpoint
+
+from .. import AutoModelForRetrieval
+from ..checkpoints import verify_backbone_transfer
+from ..data import (
+    CausalSPTCollator,
+    ClassificationCollator,
+    MaskedSPTCollator,
+    RetrievalCollator,
+    check_no_overlap,
+    fingerprint_info,
+    pretraining_dataset,
+)
+from ..data.pretraining import DataFingerprint
+from .arguments import Recipe
+from .results import phase_results, write_results
+from .tasks import TaskData, load_task_data
+from .trainer import (
+    SPTTrainer,
+    causal_accuracy_metrics,
+    classification_metrics,
+    masked_accuracy_metrics,
+    token_argmax,
+)
+
+logger = logging.getLogger(__name__)
+FINGERPRINT_FILE = "spt_fingerprint.npy"
+# Config fields that belong to a phase (heads, objectives), not to the architecture shared by both phases.
+PHASE_FIELDS = {"pooling", "classifier_type", "num_labels", "problem_type", "continuous_loss", "hidden_dropout_prob"}
+
+
+def model_config(recipe: Recipe, task: TaskData, **phase_fields):
+    """A new config for `recipe.model.model_type` fitted to the task (vocabulary or channels, labels, pooling)."""
+    if recipe.model.model_type is None:
+        raise ValueError("A new model needs `model_type` in the recipe (spt_s4, spt_dlr or spt_rotary_transformer).")
+    values = {**task.config_kwargs(), **recipe.model_config, **phase_fields}
+    return AutoConfig.for_model(recipe.model.model_type, **values)
+
+
+def pretrain(recipe: Recipe, callbacks: list | None = None) -> dict:
+    """Self-pretrain on the task's train split with the recipe's objective; save a ForMaskedLM/ForCausalLM model."""
+    start = time.perf_counter()
+    set_seed(recipe.training.seed)
+    task = load_task_data(recipe)
+    spt = recipe.spt
+    bidirectional = spt.objective == "masked"
+    if recipe.model_config.get("bidirectional", bidirectional) != bidirectional:
+        raise ValueError(
+            f"objective '{spt.objective}' needs `bidirectional: {str(bidirectional).lower()}` "
+            f"(masked SPT sees the whole sequence, causal SPT only the past); the recipe sets "
+            f"`bidirectional: {str(recipe.model_config['bidirectional']).lower()}`."
+        )
+    loss = "cross_entropy" if task.spec.spt_target == "levels" else recipe.model_config.get("continuous_loss", "l1")
+    config = model_config(recipe, task, bidirectional=bidirectional, continuous_loss=loss)
+    auto = AutoModelForMaskedLM if bidirectional else AutoModelForCausalLM
+    model = auto.from_config(config)
+    train_set = pretraining_dataset(task.splits, task.spec)
+    eval_set = task.splits["validation"].select_columns(train_set.column_names)
+    rank = recipe.training.process_index
+    if bidirectional:
+        collator = MaskedSPTCollator(task.spec, spt.mask_rate, spt.span_length, seed=recipe.training.seed, rank=rank)
+
+        def eval_collator():
+            return MaskedSPTCollator(task.spec, spt.mask_rate, spt.span_length, seed=12345, rank=rank)
+    else:
+        collator = CausalSPTCollator(task.spec)
+        eval_collator = None
+    tokens = task.spec.input_kind == "tokens"
+    if tokens and bidirectional:
+        metrics, best = masked_accuracy_metrics(), "masked_accuracy"
+    elif tokens:
+        metrics, best = causal_accuracy_metrics(), "next_token_accuracy"
+    else:
+        metrics, best = None, "loss"  # masked L1 loss = masked MAE on normalised values
+    training = _phase_arguments(recipe, best, greater_is_better=tokens)
+    trainer = SPTTrainer(
+        model=model,
+        args=training,
+        train_dataset=train_set,
+        eval_dataset=eval_set,
+        data_collator=collator,
+        compute_metrics=metrics,
+        preprocess_logits_for_metrics=token_argmax if tokens else None,
+        eval_collator_factory=eval_collator,
+        callbacks=callbacks,
+    )
+    fingerprint = fingerprint_info(train_set)
+    results = _train_and_evaluate(trainer, recipe, task, "pretrain", start)
+    if trainer.is_world_process_zero():
+        np.save(Path(training.output_dir) / FINGERPRINT_FILE, fingerprint.hashes)
+        results["data"]["pretraining_fingerprint"] = fingerprint.to_dict()
+        write_results(training.output_dir, results)
+    return results
+
+
+def finetune(recipe: Recipe, callbacks: list | None = None) -> dict:
+    """Finetune a classifier: from an SPT checkpoint (backbone transfer verified), any Hub classifier, or scratch."""
+    start = time.perf_counter()
+    set_seed(recipe.training.seed)
+    task = load_task_data(recipe)
+    source = recipe.model.model_name_or_path
+    head_auto = AutoModelForRetrieval if task.spec.paired else AutoModelForSequenceClassification
+    phase_fields = {k: v for k, v in recipe.model_config.items() if k in PHASE_FIELDS}
+    head_fields = {**task.head_kwargs(), **phase_fields}
+    if source is None:
+        model = head_auto.from_config(model_config(recipe, task, **head_fields))
+        init = "scratch"
+    else:
+        _check_architecture(recipe, source)
+        model = head_auto.from_pretrained(source, trust_remote_code=recipe.model.trust_remote_code, **head_fields)
+        init = "spt" if Path(source, FINGERPRINT_FILE).is_file() else "pretrained"
+        if Path(source).is_dir() and hasattr(model, "base_model_prefix"):
+            verify_backbone_transfer(model, source)
+        _check_leakage(recipe, task, source)
+    collator_cls = RetrievalCollator if task.spec.paired else ClassificationCollator
+    greater = task.spec.problem_type != "regression"
+    best = "accuracy" if greater else "r2"
+    trainer = SPTTrainer(
+        model=model,
+        args=_phase_arguments(recipe, best, greater_is_better=True),
+        train_dataset=task.splits["train"],
+        eval_dataset=task.splits["validation"],
+        data_collator=collator_cls(task.spec),
+        compute_metrics=classification_metrics(task.spec.problem_type),
+        callbacks=callbacks,
+    )
+    results = _train_and_evaluate(trainer, recipe, task, "finetune", start)
+    results["init"] = {"kind": init, "model_name_or_path": source}
+    if trainer.is_world_process_zero():
+        write_results(recipe.training.output_dir, results)
+    return results
+
+
+def _phase_arguments(recipe: Recipe, metric: str, greater_is_better: bool):
+    """The recipe's TrainingArguments with the phase's model-selection metric (unless the recipe chose one)."""
+    training = recipe.training
+    if training.metric_for_best_model is None:
+        training = dataclasses.replace(training, metric_for_best_model=metric, greater_is_better=greater_is_better)
+    return training
+
+
+def _train_and_evaluate(trainer: SPTTrainer, recipe: Recipe, task: TaskData, phase: str, start: float) -> dict:
+    output_dir = recipe.training.output_dir
+    resume = get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
+    if resume:
+        logger.warning("Resuming %s from %s", phase, resume)
+    train_output = trainer.train(resume_from_checkpoint=resume)
+    validation = trainer.evaluate(task.splits["validation"].select_columns(trainer.eval_dataset.column_names))
+    test = trainer.evaluate(
+        task.splits["test"].select_columns(trainer.eval_dataset.column_names), metric_key_prefix="test"
+    )
+    trainer.save_model(output_dir)
+    return phase_results(phase, recipe, task, trainer, train_output, validation, test, time.perf_counter() - start)
+
+
+def _check_architecture(recipe: Recipe, source: str) -> None:
+    """The finetune recipe must not silently change the architecture of the checkpoint it starts from."""
+    if not Path(source).is_dir():
+        return
+    saved = AutoConfig.from_pretrained(source, trust_remote_code=recipe.model.trust_remote_code)
+    if recipe.model.model_type and saved.model_type != recipe.model.model_type:
+        raise ValueError(
+            f"{source} holds a {saved.model_type} model but the recipe asks for {recipe.model.model_type}."
+        )
+    clashes = {
+        key: (getattr(saved, key), value)
+        for key, value in recipe.model_config.items()
+        if key not in PHASE_FIELDS and hasattr(saved, key) and getattr(saved, key) != value
+    }
+    if clashes:
+        raise ValueError(
+            f"The recipe's architecture differs from the checkpoint {source} (checkpoint, recipe): {clashes}. "
+            "Architecture hyperparameters are identical between SPT and finetuning; remove them from the recipe."
+        )
+
+
+def _check_leakage(recipe: Recipe, task: TaskData, source: str) -> None:
+    path = Path(source, FINGERPRINT_FILE)
+    if not path.is_file():
+        return
+    seen = DataFingerprint.from_hashes(np.load(path))
+    for split in ("validation", "test"):
+        check_no_overlap(seen, task.splits[split], allow_overlap=recipe.spt.allow_eval_overlap, name=split)
+
+
+def phase_budgets(spt_recipe: Recipe, finetune_recipe: Recipe) -> dict:
+    """Compute-tied runs: split `total_steps` by `spt_fraction`; the scratch baseline gets the whole budget."""
+    total = spt_recipe.spt.total_steps
+    if total is None:
+        steps = finetune_recipe.training.max_steps
+        return {"pretrain": spt_recipe.training.max_steps, "finetune": steps, "scratch": steps}
+    spt_steps = max(1, math.floor(total * spt_recipe.spt.spt_fraction))
+    return {"pretrain": spt_steps, "finetune": total - spt_steps, "scratch": total}
+
+
+def with_phase(recipe: Recipe, output_dir: Path, max_steps: int | None, model_name_or_path=...) -> Recipe:
+    """A copy of `recipe` writing to `output_dir`, with a step budget and (optionally) another starting model."""
+    training = recipe.training
+    changes = {"output_dir": str(output_dir)}
+    if max_steps is not None:
+        changes["max_steps"] = max_steps
+    model = recipe.model
+    if model_name_or_path is not ...:
+        model = dataclasses.replace(model, model_name_or_path=model_name_or_path)
+    return dataclasses.replace(recipe, training=dataclasses.replace(training, **changes), model=model)
+
+
+def run(spt_recipe: Recipe, finetune_recipe: Recipe, with_scratch: bool = False) -> dict:
+    """SPT, then finetuning from its checkpoint, and optionally the scratch baseline; writes a run summary."""
+    root = Path(spt_recipe.training.output_dir)
+    budgets = phase_budgets(spt_recipe, finetune_recipe)
+    spt_dir = root / "spt"
+    summary = {"run_dir": str(root), "budgets": budgets, "phases": {}}
+    summary["phases"]["pretrain"] = pretrain(with_phase(spt_recipe, spt_dir, budgets["pretrain"]))
+    summary["phases"]["finetune"] = finetune(
+        with_phase(finetune_recipe, root / "finetune", budgets["finetune"], str(spt_dir))
+    )
+    if with_scratch:
+        summary["phases"]["scratch"] = finetune(with_phase(finetune_recipe, root / "scratch", budgets["scratch"], None))
+    compact = {name: _headline(result) for name, result in summary["phases"].items()}
+    write_results(root, {"run_dir": str(root), "budgets": budgets, "phases": compact})
+    return summary
+
+
+def _headline(result: dict) -> dict:
+    metrics = result["metrics"]
+    return {
+        "output_dir": result["output_dir"],
+        "steps": result["budget"]["steps"],
+        "wall_time_s": result["budget"]["wall_time_s"],
+        "validation": metrics["validation"],
+        "test": metrics["test"],
+    }

@@ -1,0 +1,87 @@
+"""A recipe's task: its spec and splits, generated on first use for the CPU recipes' generated tasks."""
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+
+from ..data import TaskSpec, default_cache_dir, fit_normalization, get_task_spec, load_task
+from ..data.cli import generate_data_main
+from .arguments import Recipe
+
+GENERATED_TASKS = ("listops", "pathfinder", "pathx", "pathx256")
+
+
+@dataclass
+class TaskData:
+    spec: TaskSpec
+    splits: datasets.DatasetDict
+    data_dir: str | None
+
+    def config_kwargs(self) -> dict:
+        """Model-config fields fixed by the task, so SPT and finetuning agree on inputs (and special ids)."""
+        kwargs = dict(self.spec.model_config_kwargs())
+        kwargs.pop("input_kind", None)
+        kwargs.pop("num_labels", None)
+        kwargs.pop("problem_type", None)
+        if self.spec.input_kind == "continuous" and not kwargs.get("num_quantized_levels"):
+            kwargs.pop("num_quantized_levels", None)
+        return kwargs
+
+    def head_kwargs(self) -> dict:
+        """Config fields of the finetuning head: labels, problem type and the task's default pooling."""
+        return {
+            "num_labels": self.spec.num_labels,
+            "problem_type": self.spec.problem_type,
+            "pooling": self.spec.pooling,
+        }
+
+    def split_sizes(self) -> dict:
+        return {name: len(split) for name, split in self.splits.items()}
+
+
+def load_task_data(recipe: Recipe) -> TaskData:
+    """Load (and, for generated tasks without `data_dir`, generate) the recipe's task."""
+    data = recipe.data
+    options = dict(data.task_options)
+    if data.max_length is not None:
+        options["max_length"] = data.max_length
+    data_dir = data.data_dir
+    if data_dir is None and data.generate_data:
+        data_dir = str(generated_data_dir(data.task, data.generate_data))
+    elif data_dir is not None and not Path(data_dir).exists():
+        raise FileNotFoundError(f"`data_dir` {data_dir} does not exist (task {data.task}).")
+    splits = load_task(
+        data.task,
+        data_dir,
+        validation_from=data.validation_from,
+        num_train_examples=data.num_train_examples,
+        train_fraction=data.train_fraction,
+        seed=recipe.training.seed,
+        **options,
+    )
+    spec = fit_normalization(get_task_spec(data.task, **options), splits["train"])
+    return TaskData(spec, splits, data_dir)
+
+
+def generated_data_dir(task: str, options: dict) -> Path:
+    """Generate `task` with `spt-hf generate-data` options (num_train, num_val, num_test, seed, ...) once, into
+    the cache; later calls reuse it. The folder appears atomically, so an interrupted generation never counts."""
+    if task not in GENERATED_TASKS:
+        raise ValueError(f"`generate_data` works for {list(GENERATED_TASKS)}, not {task!r}; set `data_dir`.")
+    key = hashlib.sha256(json.dumps({"task": task, **options}, sort_keys=True).encode()).hexdigest()[:16]
+    target = default_cache_dir().parent / "generated" / f"{task}-{key}"
+    if target.is_dir():
+        return target
+    argv = [task, "--out", str(target) + f".tmp{os.getpid()}"]
+    for name, value in options.items():
+        argv += [f"--{name.replace('_', '-')}", str(value)]
+    if generate_data_main(argv) != 0:
+        raise ValueError(f"Generating {task} with {options} failed (see the message above).")
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(argv[2], target)
+    return target

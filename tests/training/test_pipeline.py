@@ -1,0 +1,186 @@
+"""End to end: pretrain -> finetune -> report on tiny real-format data, resume after a kill, bad recipes."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import TrainerCallback
+
+from spt_hf.checkpoints import verify_backbone_transfer
+from spt_hf.cli import main as cli_main
+from spt_hf.training import load_recipe
+from spt_hf.training.pipeline import finetune, pretrain, run
+from spt_hf.training.results import report
+
+# Tiny architectures for the pipeline; S4 and DLR join by adding a line.
+ARCHITECTURES = {
+    "transformer": {"model_type": "spt_rotary_transformer", "num_attention_heads": 2, "intermediate_size": 32},
+}
+TINY_TRAINING = {
+    "hidden_size": 16,
+    "num_hidden_layers": 1,
+    "per_device_train_batch_size": 16,
+    "per_device_eval_batch_size": 64,
+    "learning_rate": 3e-3,
+    "max_steps": 6,
+    "eval_strategy": "steps",
+    "eval_steps": 3,
+    "save_strategy": "steps",
+    "save_steps": 3,
+    "logging_steps": 3,
+    "seed": 0,
+}
+LISTOPS = {
+    "task": "listops",
+    "generate_data": {
+        "num_train": 48,
+        "num_val": 16,
+        "num_test": 16,
+        "min_length": 8,
+        "max_length": 40,
+        "max_depth": 3,
+    },
+}
+DIGITS = {"task": "digits", "task_options": {"input_kind": "continuous"}}
+
+
+def write_recipe(path: Path, **values) -> Path:
+    path.write_text(json.dumps(values))  # JSON is YAML
+    return path
+
+
+@pytest.mark.parametrize("arch", list(ARCHITECTURES))
+@pytest.mark.parametrize("data", [LISTOPS, DIGITS], ids=["listops-tokens", "digits-continuous"])
+def test_pretrain_finetune_report_end_to_end(arch, data, tmp_path):
+    common = {**data, **ARCHITECTURES[arch], **TINY_TRAINING}
+    spt = write_recipe(tmp_path / "x-spt.yaml", **common, objective="masked", output_dir=str(tmp_path / "run"))
+    write_recipe(tmp_path / "x-finetune.yaml", **common, output_dir=str(tmp_path / "run"))
+
+    class BackboneAtStart(TrainerCallback):
+        checked = 0
+
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            BackboneAtStart.checked = verify_backbone_transfer(model, tmp_path / "run" / "spt")
+
+    spt_recipe = load_recipe(spt)
+    finetune_recipe = load_recipe(tmp_path / "x-finetune.yaml")
+    original_finetune = finetune
+
+    def finetune_with_check(recipe, callbacks=None):
+        extra = [BackboneAtStart()] if recipe.model.model_name_or_path else []
+        return original_finetune(recipe, callbacks=extra)
+
+    import spt_hf.training.pipeline as pipeline
+
+    pipeline.finetune, saved = finetune_with_check, pipeline.finetune
+    try:
+        summary = run(spt_recipe, finetune_recipe, with_scratch=True)
+    finally:
+        pipeline.finetune = saved
+    assert BackboneAtStart.checked > 0
+    for phase in ("spt", "finetune", "scratch"):
+        result = json.loads((tmp_path / "run" / phase / "results.json").read_text())
+        assert result["budget"]["steps"] == 6
+        assert result["metrics"]["test"] and result["metrics"]["validation"]
+        assert result["data"]["split_sizes"]["train"] > 0
+    assert summary["phases"]["finetune"]["init"]["kind"] == "spt"
+    assert summary["phases"]["scratch"]["init"]["kind"] == "scratch"
+    pretrain_result = summary["phases"]["pretrain"]
+    assert (
+        pretrain_result["data"]["pretraining_fingerprint"]["num_examples"]
+        == pretrain_result["data"]["split_sizes"]["train"]
+    )
+    text = report([tmp_path / "run"])
+    assert "| " + data["task"] in text
+    assert (tmp_path / "run" / "learning_curves.png").stat().st_size > 0
+    assert (tmp_path / "run" / "scratch_vs_spt.png").stat().st_size > 0
+
+
+class KillAfter(TrainerCallback):
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise KeyboardInterrupt("simulated kill")
+
+
+def test_killed_run_resumes_from_its_last_checkpoint(tmp_path):
+    recipe = write_recipe(
+        tmp_path / "r.yaml", **DIGITS, **ARCHITECTURES["transformer"], **TINY_TRAINING, output_dir=str(tmp_path / "o")
+    )
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(load_recipe(recipe), callbacks=[KillAfter(4)])
+    assert (tmp_path / "o" / "checkpoint-3").is_dir() and not (tmp_path / "o" / "results.json").exists()
+    result = pretrain(load_recipe(recipe))
+    assert result["budget"]["steps"] == 6
+    assert any(entry.get("step") == 3 for entry in result["learning_curve"])  # history continued from checkpoint 3
+
+
+def test_finetune_refuses_evaluation_data_seen_in_pretraining(tmp_path):
+    import numpy as np
+
+    from spt_hf.data import DataLeakageError, fingerprint_info
+    from spt_hf.training.tasks import load_task_data
+
+    common = {**DIGITS, **ARCHITECTURES["transformer"], **TINY_TRAINING, "max_steps": 2}
+    spt = write_recipe(tmp_path / "s.yaml", **common, output_dir=str(tmp_path / "spt"))
+    pretrain(load_recipe(spt))
+    # Simulate a pretraining run that saw the validation split.
+    validation = load_task_data(load_recipe(spt)).splits["validation"]
+    np.save(tmp_path / "spt" / "spt_fingerprint.npy", fingerprint_info(validation).hashes)
+    leaky = write_recipe(tmp_path / "f.yaml", **common, output_dir=str(tmp_path / "ft"))
+    overrides = {"model_name_or_path": str(tmp_path / "spt")}
+    with pytest.raises(DataLeakageError, match="validation split were used for pretraining"):
+        finetune(load_recipe(leaky, overrides))
+    with pytest.warns(UserWarning, match="were used for pretraining"):
+        finetune(load_recipe(leaky, {**overrides, "allow_eval_overlap": True}))
+
+
+@pytest.mark.parametrize(
+    "overrides, error, message",
+    [
+        ({"hiden_size": 8}, ValueError, r"Unknown recipe key\(s\) \['hiden_size'\].*hidden_size"),
+        ({"max_steps": "many"}, ValueError, "`max_steps` expects int"),
+        ({"objective": "causal", "bidirectional": True}, ValueError, "objective 'causal' needs `bidirectional: false`"),
+        ({"objective": "diffusion"}, ValueError, "`objective`='diffusion' is not supported"),
+        ({"data_dir": "/nonexistent/lra_release"}, FileNotFoundError, "does not exist"),
+        ({"model_type": "spt_mamba"}, ValueError, "Unknown `model_type`"),
+    ],
+)
+def test_bad_recipes_fail_before_training(overrides, error, message, tmp_path):
+    values = {**DIGITS, **ARCHITECTURES["transformer"], **TINY_TRAINING, "output_dir": str(tmp_path / "o"), **overrides}
+    recipe = write_recipe(tmp_path / "bad.yaml", **values)
+    with pytest.raises(error, match=message):
+        pretrain(load_recipe(recipe))
+    assert not (tmp_path / "o" / "checkpoint-3").exists()
+
+
+def test_cli_pretrain_overrides_and_help(tmp_path, capsys):
+    recipe = write_recipe(
+        tmp_path / "r.yaml", **DIGITS, **ARCHITECTURES["transformer"], **TINY_TRAINING, output_dir=str(tmp_path / "o")
+    )
+    assert (
+        cli_main(["pretrain", "--config", str(recipe), "--max_steps", "2", "--save_steps", "2", "--eval_steps", "2"])
+        == 0
+    )
+    assert json.loads((tmp_path / "o" / "results.json").read_text())["budget"]["steps"] == 2
+    assert cli_main(["pretrain", "--help"]) == 0
+    assert "--mask_rate" in capsys.readouterr().out
+
+
+def test_param_groups_follow_the_config():
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    from spt_hf.training import param_groups
+
+    model = AutoModelForMaskedLM.from_config(
+        AutoConfig.for_model("spt_rotary_transformer", vocab_size=10, hidden_size=8, num_attention_heads=2)
+    )
+    groups = {g["name"]: g for g in param_groups(model, lr=1e-3, weight_decay=0.1)}
+    assert set(groups) == {"default(lr=0.001, wd=0.1)", "no_decay(lr=0.001, wd=0)"}
+    no_decay = groups["no_decay(lr=0.001, wd=0)"]["param_names"]
+    assert all(n.endswith("bias") or ".norm" in n for n in no_decay)
+    assert sum(len(g["params"]) for g in groups.values()) == len(list(model.parameters()))
+    torch.optim.AdamW(list(groups.values()))  # accepted by torch
