@@ -35,13 +35,16 @@ class MaskedBatchNorm(nn.Module):
                 flat = flat[padding_mask.reshape(-1)]  # (n_real, H)
             # Sums over real positions; under data parallelism they are summed over all processes (as
             # SyncBatchNorm does), so statistics and gradients equal those of one process on the global batch.
-            stats = torch.cat([flat.sum(0), flat.pow(2).sum(0), flat.new_full((1,), flat.shape[0])])  # (2H+1,)
+            # float64 sums: the statistics do not depend on how the batch is split across processes.
+            flat64 = flat.double()
+            stats = torch.cat([flat64.sum(0), flat64.pow(2).sum(0), flat64.new_full((1,), flat.shape[0])])  # (2H+1,)
             if torch.distributed.is_available() and torch.distributed.is_initialized():
                 stats = torch.distributed.nn.functional.all_reduce(stats)
             hidden = hidden_states.shape[-1]
             count = stats[-1].clamp(min=1.0)
             mean = stats[:hidden] / count  # (H,)
             var = (stats[hidden : 2 * hidden] / count - mean.pow(2)).clamp(min=0.0)  # (H,) biased
+            mean, var, count = mean.float(), var.float(), count.float()
             with torch.no_grad():
                 unbiased = var * count / (count - 1).clamp(min=1.0)
                 self.running_mean.lerp_(mean.detach(), self.momentum)

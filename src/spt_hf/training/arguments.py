@@ -92,9 +92,17 @@ class SPTTrainingArguments(TrainingArguments):
     def __post_init__(self):
         import torch
 
-        if not torch.cuda.is_available():
-            self.dataloader_pin_memory = False  # nothing to pin to on CPU-only machines
+        if not _has_accelerator(torch):
+            # CPU-only machine: nothing to pin to, and accelerate treats a multi-process launch as CPU data
+            # parallelism (gloo) only when asked to use the CPU.
+            self.dataloader_pin_memory = False
+            self.use_cpu = True
         super().__post_init__()
+
+
+def _has_accelerator(torch) -> bool:
+    xpu = getattr(torch, "xpu", None)
+    return torch.cuda.is_available() or torch.backends.mps.is_available() or bool(xpu and xpu.is_available())
 
 
 ARGUMENT_CLASSES = (DataArguments, ModelArguments, SPTArguments, SPTTrainingArguments)

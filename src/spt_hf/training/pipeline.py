@@ -104,6 +104,7 @@ def pretrain(recipe: Recipe, callbacks: list | None = None) -> dict:
         eval_collator_factory=eval_collator,
         callbacks=callbacks,
     )
+    _announce("pretrain", trainer, f"{len(train_set)} SPT examples, mask stream rank {rank}")
     fingerprint = fingerprint_info(train_set)
     results = _train_and_evaluate(trainer, recipe, task, "pretrain", start)
     if trainer.is_world_process_zero():
@@ -144,11 +145,20 @@ def finetune(recipe: Recipe, callbacks: list | None = None) -> dict:
         compute_metrics=classification_metrics(task.spec.problem_type),
         callbacks=callbacks,
     )
+    _announce("finetune", trainer, f"{len(task.splits['train'])} training examples, init {init}")
     results = _train_and_evaluate(trainer, recipe, task, "finetune", start)
     results["init"] = {"kind": init, "model_name_or_path": source}
     if trainer.is_world_process_zero():
         write_results(recipe.training.output_dir, results)
     return results
+
+
+def _announce(phase: str, trainer: SPTTrainer, what: str) -> None:
+    """One line per process, so a distributed launch shows that every rank runs, and how."""
+    args, kind = trainer.args, trainer.accelerator.distributed_type.value
+    if trainer.is_fsdp_enabled:
+        kind = f"FSDP on {kind}"
+    print(f"[spt_hf rank {args.process_index}/{args.world_size} {kind}] {phase}: {what}", flush=True)
 
 
 def _phase_arguments(recipe: Recipe, metric: str, greater_is_better: bool):
