@@ -54,7 +54,7 @@ def test_pipeline_trains_on_two_processes(tmp_path):
         "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32,
         "per_device_train_batch_size": 8, "per_device_eval_batch_size": 64, "max_steps": 4, "eval_strategy": "steps",
         "eval_steps": 2, "save_strategy": "steps", "save_steps": 2, "logging_steps": 2, "seed": 0,
-        "ddp_find_unused_parameters": False, "output_dir": str(tmp_path / "spt"),
+        "ddp_find_unused_parameters": False, "output_dir": str(tmp_path / "run"),
     }  # fmt: skip
     (tmp_path / "r.yaml").write_text(json.dumps(recipe))
     start = time.perf_counter()
@@ -62,20 +62,20 @@ def test_pipeline_trains_on_two_processes(tmp_path):
     seconds = time.perf_counter() - start
     ranks = [line for line in result.stdout.splitlines() + result.stderr.splitlines() if "[spt_hf rank" in line]
     assert any("rank 0/2 MULTI_CPU" in line for line in ranks) and any("rank 1/2 MULTI_CPU" in line for line in ranks)
-    results = json.loads((tmp_path / "spt" / "results.json").read_text())
+    results = json.loads((tmp_path / "run" / "spt" / "results.json").read_text())
     assert results["budget"]["processes"] == 2 and results["budget"]["global_batch_size"] == 16
-    assert sorted(p.name for p in (tmp_path / "spt").glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
-    assert not list(tmp_path.glob("spt/*.tmp*"))
+    assert sorted(p.name for p in (tmp_path / "run" / "spt").glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+    assert not list(tmp_path.glob("run/spt/*.tmp*"))
     from transformers import AutoModelForMaskedLM
 
-    AutoModelForMaskedLM.from_pretrained(tmp_path / "spt")
+    AutoModelForMaskedLM.from_pretrained(tmp_path / "run" / "spt")
     # Finetune on 2 processes: validation (400 examples, not a multiple of 2 x 64) is scored once per example,
     # so the reported accuracy equals a single-process evaluation of the same saved model.
-    finetune = {**recipe, "output_dir": str(tmp_path / "ft"), "model_name_or_path": str(tmp_path / "spt")}
+    finetune = {**recipe, "model_name_or_path": str(tmp_path / "run" / "spt")}
     (tmp_path / "f.yaml").write_text(json.dumps(finetune))
     launch(["-m", "spt_hf", "finetune", "--config", "f.yaml"], cwd=tmp_path)
-    reported = json.loads((tmp_path / "ft" / "results.json").read_text())["metrics"]["validation"]
-    single = evaluate_single_process(tmp_path / "ft", finetune)
+    reported = json.loads((tmp_path / "run" / "finetune" / "results.json").read_text())["metrics"]["validation"]
+    single = evaluate_single_process(tmp_path / "run" / "finetune", finetune)
     assert reported["eval_accuracy"] == pytest.approx(single, abs=1e-9)
     print(f"2-process pretrain {seconds:.1f} s")
 

@@ -85,6 +85,9 @@ def test_pretrain_finetune_report_end_to_end(arch, data, tmp_path):
         assert result["metrics"]["test"] and result["metrics"]["validation"]
         assert result["data"]["split_sizes"]["train"] > 0
     assert summary["phases"]["finetune"]["init"]["kind"] == "spt"
+    expected = "masked_accuracy" if data is LISTOPS else "loss"  # masked L1 = masked MAE for continuous inputs
+    assert summary["phases"]["pretrain"]["metrics"]["metric_for_best_model"] == expected
+    assert summary["phases"]["finetune"]["metrics"]["metric_for_best_model"] == "accuracy"
     assert summary["phases"]["scratch"]["init"]["kind"] == "scratch"
     pretrain_result = summary["phases"]["pretrain"]
     assert (
@@ -112,7 +115,7 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path):
     )
     with pytest.raises(KeyboardInterrupt):
         pretrain(load_recipe(recipe), callbacks=[KillAfter(4)])
-    assert (tmp_path / "o" / "checkpoint-3").is_dir() and not (tmp_path / "o" / "results.json").exists()
+    assert (tmp_path / "o" / "spt" / "checkpoint-3").is_dir() and not (tmp_path / "o" / "spt" / "results.json").exists()
     result = pretrain(load_recipe(recipe))
     assert result["budget"]["steps"] == 6
     assert any(entry.get("step") == 3 for entry in result["learning_curve"])  # history continued from checkpoint 3
@@ -129,9 +132,9 @@ def test_finetune_refuses_evaluation_data_seen_in_pretraining(tmp_path):
     pretrain(load_recipe(spt))
     # Simulate a pretraining run that saw the validation split.
     validation = load_task_data(load_recipe(spt)).splits["validation"]
-    np.save(tmp_path / "spt" / "spt_fingerprint.npy", fingerprint_info(validation).hashes)
+    np.save(tmp_path / "spt" / "spt" / "spt_fingerprint.npy", fingerprint_info(validation).hashes)
     leaky = write_recipe(tmp_path / "f.yaml", **common, output_dir=str(tmp_path / "ft"))
-    overrides = {"model_name_or_path": str(tmp_path / "spt")}
+    overrides = {"model_name_or_path": str(tmp_path / "spt" / "spt")}
     with pytest.raises(DataLeakageError, match="validation split were used for pretraining"):
         finetune(load_recipe(leaky, overrides))
     with pytest.warns(UserWarning, match="were used for pretraining"):
@@ -154,7 +157,7 @@ def test_bad_recipes_fail_before_training(overrides, error, message, tmp_path):
     recipe = write_recipe(tmp_path / "bad.yaml", **values)
     with pytest.raises(error, match=message):
         pretrain(load_recipe(recipe))
-    assert not (tmp_path / "o" / "checkpoint-3").exists()
+    assert not (tmp_path / "o" / "spt" / "checkpoint-3").exists()
 
 
 def test_cli_pretrain_overrides_and_help(tmp_path, capsys):
@@ -165,7 +168,8 @@ def test_cli_pretrain_overrides_and_help(tmp_path, capsys):
         cli_main(["pretrain", "--config", str(recipe), "--max_steps", "2", "--save_steps", "2", "--eval_steps", "2"])
         == 0
     )
-    assert json.loads((tmp_path / "o" / "results.json").read_text())["budget"]["steps"] == 2
+    result = json.loads((tmp_path / "o" / "spt" / "results.json").read_text())
+    assert result["budget"]["steps"] == 2 and result["metrics"]["metric_for_best_model"] == "loss"  # masked L1
     assert cli_main(["pretrain", "--help"]) == 0
     assert "--mask_rate" in capsys.readouterr().out
 

@@ -118,6 +118,7 @@ class Recipe:
     training: SPTTrainingArguments
     model_config: dict
     source: str | None = None
+    chosen_metric: bool = False  # the recipe set metric_for_best_model itself (else each phase picks its own)
 
     def to_dict(self) -> dict:
         """Everything that was resolved, for results.json (credentials excluded)."""
@@ -190,6 +191,7 @@ def load_recipe(config_path: str | Path | None, overrides: dict | None = None) -
         training=SPTTrainingArguments(**groups[SPTTrainingArguments]),
         model_config=model_config,
         source=str(config_path) if config_path else None,
+        chosen_metric="metric_for_best_model" in groups[SPTTrainingArguments],
     )
     validate_recipe(recipe)
     return recipe

@@ -1,7 +1,8 @@
 """The two phases of the method and the baseline: `pretrain` (SPT on the train split only), `finetune` (from an
 SPT checkpoint, a Hub model, or from scratch) and `run` (both, plus the scratch baseline under the same budget).
 
-Each phase writes its model, its Trainer checkpoints and a `results.json` into `output_dir`.
+`output_dir` is the run folder: each phase writes its model, Trainer checkpoints and `results.json` into its own
+subfolder, `spt/`, `finetune/` (from a checkpoint) or `scratch/`, so phases never resume each other's checkpoints.
 """
 
 import dataclasses
@@ -60,6 +61,7 @@ def model_config(recipe: Recipe, task: TaskData, **phase_fields):
 def pretrain(recipe: Recipe, callbacks: list | None = None) -> dict:
     """Self-pretrain on the task's train split with the recipe's objective; save a ForMaskedLM/ForCausalLM model."""
     start = time.perf_counter()
+    recipe = in_phase_dir(recipe, "spt")
     set_seed(recipe.training.seed)
     task = load_task_data(recipe)
     spt = recipe.spt
@@ -117,9 +119,10 @@ def pretrain(recipe: Recipe, callbacks: list | None = None) -> dict:
 def finetune(recipe: Recipe, callbacks: list | None = None) -> dict:
     """Finetune a classifier: from an SPT checkpoint (backbone transfer verified), any Hub classifier, or scratch."""
     start = time.perf_counter()
+    source = recipe.model.model_name_or_path
+    recipe = in_phase_dir(recipe, "scratch" if source is None else "finetune")
     set_seed(recipe.training.seed)
     task = load_task_data(recipe)
-    source = recipe.model.model_name_or_path
     head_auto = AutoModelForRetrieval if task.spec.paired else AutoModelForSequenceClassification
     phase_fields = {k: v for k, v in recipe.model_config.items() if k in PHASE_FIELDS}
     head_fields = {**task.head_kwargs(), **phase_fields}
@@ -161,10 +164,16 @@ def _announce(phase: str, trainer: SPTTrainer, what: str) -> None:
     print(f"[spt_hf rank {args.process_index}/{args.world_size} {kind}] {phase}: {what}", flush=True)
 
 
+def in_phase_dir(recipe: Recipe, phase: str) -> Recipe:
+    """The recipe writing into `<output_dir>/<phase>` (the run folder's subfolder of this phase)."""
+    phase_dir = Path(recipe.training.output_dir) / phase
+    return dataclasses.replace(recipe, training=dataclasses.replace(recipe.training, output_dir=str(phase_dir)))
+
+
 def _phase_arguments(recipe: Recipe, metric: str, greater_is_better: bool):
     """The recipe's TrainingArguments with the phase's model-selection metric (unless the recipe chose one)."""
     training = recipe.training
-    if training.metric_for_best_model is None:
+    if not recipe.chosen_metric:
         training = dataclasses.replace(training, metric_for_best_model=metric, greater_is_better=greater_is_better)
     return training
 
@@ -224,7 +233,7 @@ def phase_budgets(spt_recipe: Recipe, finetune_recipe: Recipe) -> dict:
 
 
 def with_phase(recipe: Recipe, output_dir: Path, max_steps: int | None, model_name_or_path=...) -> Recipe:
-    """A copy of `recipe` writing to `output_dir`, with a step budget and (optionally) another starting model."""
+    """A copy of `recipe` for the run folder `output_dir`, with a step budget and (optionally) a starting model."""
     training = recipe.training
     changes = {"output_dir": str(output_dir)}
     if max_steps is not None:
@@ -241,12 +250,10 @@ def run(spt_recipe: Recipe, finetune_recipe: Recipe, with_scratch: bool = False)
     budgets = phase_budgets(spt_recipe, finetune_recipe)
     spt_dir = root / "spt"
     summary = {"run_dir": str(root), "budgets": budgets, "phases": {}}
-    summary["phases"]["pretrain"] = pretrain(with_phase(spt_recipe, spt_dir, budgets["pretrain"]))
-    summary["phases"]["finetune"] = finetune(
-        with_phase(finetune_recipe, root / "finetune", budgets["finetune"], str(spt_dir))
-    )
+    summary["phases"]["pretrain"] = pretrain(with_phase(spt_recipe, root, budgets["pretrain"]))
+    summary["phases"]["finetune"] = finetune(with_phase(finetune_recipe, root, budgets["finetune"], str(spt_dir)))
     if with_scratch:
-        summary["phases"]["scratch"] = finetune(with_phase(finetune_recipe, root / "scratch", budgets["scratch"], None))
+        summary["phases"]["scratch"] = finetune(with_phase(finetune_recipe, root, budgets["scratch"], None))
     compact = {name: _headline(result) for name, result in summary["phases"].items()}
     write_results(root, {"run_dir": str(root), "budgets": budgets, "phases": compact})
     return summary

@@ -1,0 +1,151 @@
+"""Every recipe under recipes/ (recipes/accelerate excepted): it loads, its model config builds for its task, its SPT
+and finetuning files agree on the architecture, its SPT objective is valid, and the paper recipes cover method.md §7.
+
+Recipes of a model type that is not registered with transformers yet are skipped with the reason.
+"""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+import spt_hf  # noqa: F401  (registers the spt_hf model types)
+from spt_hf.auto import AutoModelForRetrieval
+from spt_hf.data import TASKS, get_task_spec
+from spt_hf.training import load_recipe
+from spt_hf.training.arguments import ARGUMENT_CLASSES, OBJECTIVES
+from spt_hf.training.pipeline import PHASE_FIELDS, model_config
+from spt_hf.training.tasks import TaskData
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+ALL = sorted(p for p in RECIPES.rglob("*.yaml") if p.relative_to(RECIPES).parts[0] != "accelerate")
+SPT = [p for p in ALL if p.stem.endswith("-spt")]
+FINETUNE = [p for p in ALL if p.stem.endswith("-finetune")]
+PAPER = [p for p in ALL if p.parent.name != "cpu"]
+CPU = [p for p in ALL if p.parent.name == "cpu"]
+MODEL_TYPES = {"transformer": "spt_rotary_transformer", "s4": "spt_s4", "dlr": "spt_dlr"}
+# method.md §7: the (task, architecture) pairs the paper ran.
+PAPER_RUNS = {
+    "transformer": [
+        "listops", "text", "retrieval", "image", "pathfinder", "pathx", "pathx256", "scifar", "speech_commands", "bidmc"
+    ],
+    "s4": ["listops", "text", "retrieval", "image", "pathfinder", "pathx", "speech_commands", "bidmc"],
+    "dlr": ["listops", "text", "image", "pathx"],
+}  # fmt: skip
+# Recipe keys that are arguments (data, SPT, training), not model-config fields.
+ARGUMENT_KEYS = {f.name for cls in ARGUMENT_CLASSES for f in dataclasses.fields(cls)} - {"model_type"}
+DATA_KEYS = ("task", "task_options", "max_length", "generate_data", "data_dir", "validation_from")
+SPT_ONLY_KEYS = ("objective", "mask_rate", "span_length", "continuous_loss")
+
+
+def ids(paths):
+    return [str(p.relative_to(RECIPES)) for p in paths]
+
+
+def raw(path: Path) -> dict:
+    values = yaml.safe_load(path.read_text())
+    assert isinstance(values, dict), f"{path} is not a mapping of `key: value` lines"
+    return values
+
+
+def sibling(path: Path) -> Path:
+    stem = path.stem
+    other = stem.replace("-spt", "-finetune") if stem.endswith("-spt") else stem.replace("-finetune", "-spt")
+    return path.with_name(other + path.suffix)
+
+
+def architecture(values: dict) -> dict:
+    """The model_type and every model-config key that is not a phase field (heads, SPT loss, dropout)."""
+    return {k: v for k, v in values.items() if k not in ARGUMENT_KEYS and k not in PHASE_FIELDS}
+
+
+def skip_unregistered(values: dict) -> None:
+    model_type = values.get("model_type")
+    if model_type not in CONFIG_MAPPING:
+        pytest.skip(f"model_type {model_type!r} is not registered with transformers' Auto classes yet (spt_hf).")
+
+
+def test_recipes_are_found():
+    assert SPT and FINETUNE and CPU and PAPER
+    assert len(SPT) + len(FINETUNE) == len(ALL), "every recipe is named <name>-spt.yaml or <name>-finetune.yaml"
+
+
+@pytest.mark.parametrize("path", ALL, ids=ids(ALL))
+def test_recipe_loads_and_its_model_config_builds(path):
+    values = raw(path)
+    skip_unregistered(values)
+    recipe = load_recipe(path, {"data_dir": "/path/to/data"})  # every recipe takes --data_dir
+    assert recipe.data.data_dir == "/path/to/data"
+    options = dict(recipe.data.task_options)
+    if recipe.data.max_length is not None:
+        options["max_length"] = recipe.data.max_length
+    task = TaskData(get_task_spec(recipe.data.task, **options), splits=None, data_dir=None)
+    if path.stem.endswith("-spt"):
+        loss = "cross_entropy" if task.spec.spt_target == "levels" else recipe.model_config.get("continuous_loss", "l1")
+        config = model_config(recipe, task, bidirectional=recipe.spt.objective == "masked", continuous_loss=loss)
+        auto = AutoModelForMaskedLM
+    else:
+        phase = {k: v for k, v in recipe.model_config.items() if k in PHASE_FIELDS}
+        config = model_config(recipe, task, **{**task.head_kwargs(), **phase})
+        auto = AutoModelForRetrieval if task.spec.paired else AutoModelForSequenceClassification
+    assert config.model_type == recipe.model.model_type
+    assert (config.vocab_size is not None) == (task.spec.input_kind == "tokens")
+    if path.parent.name == "cpu":  # small enough to build here
+        if type(config) not in auto._model_mapping:
+            pytest.skip(f"{config.model_type} has no {auto.__name__} registered yet (spt_hf/__init__.py).")
+        model = auto.from_config(config)
+        assert sum(p.numel() for p in model.parameters()) < 2_000_000
+
+
+@pytest.mark.parametrize("path", ALL, ids=ids(ALL))
+def test_spt_and_finetune_recipes_come_in_pairs_with_one_architecture(path):
+    other = sibling(path)
+    assert other.is_file(), f"{path.name} has no sibling {other.name} (`spt-hf run` pairs them by name)"
+    values, other_values = raw(path), raw(other)
+    assert architecture(values) == architecture(other_values), "SPT and finetuning must share the architecture"
+    for key in (*DATA_KEYS, "output_dir"):
+        assert values.get(key) == other_values.get(key), f"`{key}` differs between {path.name} and {other.name}"
+
+
+@pytest.mark.parametrize("path", SPT, ids=ids(SPT))
+def test_spt_recipes_name_a_valid_objective(path):
+    values = raw(path)
+    assert values.get("objective") in OBJECTIVES, f"{path.name} must set `objective` to one of {list(OBJECTIVES)}"
+    if values["objective"] == "masked":
+        assert 0.0 < values.get("mask_rate", 0.5) < 1.0
+    assert values.get("bidirectional", values["objective"] == "masked") == (values["objective"] == "masked")
+
+
+@pytest.mark.parametrize("path", FINETUNE, ids=ids(FINETUNE))
+def test_finetune_recipes_hold_no_spt_keys(path):
+    stray = [key for key in SPT_ONLY_KEYS if key in raw(path)]
+    assert not stray, f"{path.name} sets SPT-only keys {stray}, which finetuning ignores"
+
+
+@pytest.mark.parametrize("path", PAPER, ids=ids(PAPER))
+def test_paper_recipes_follow_the_layout(path):
+    values = raw(path)
+    task, arch = path.parent.name, path.stem.rsplit("-", 1)[0]
+    assert task in TASKS and values["task"] == task
+    assert values["model_type"] == MODEL_TYPES[arch]
+    assert values["output_dir"] == f"runs/{task}-{arch}"
+    assert values["eval_strategy"] == values["save_strategy"] == "epoch"
+    assert values.get("num_train_epochs", 0) > 0 and "max_steps" not in values
+    assert "data_dir" not in values, "paper recipes take the data location on the command line"
+
+
+def test_paper_recipes_cover_method_section_7():
+    found = {(p.parent.name, p.stem.rsplit("-", 1)[0]) for p in PAPER}
+    expected = {(task, arch) for arch, tasks in PAPER_RUNS.items() for task in tasks}
+    assert found == expected
+
+
+@pytest.mark.parametrize("path", CPU, ids=ids(CPU))
+def test_cpu_recipes_are_bounded_and_need_no_data_dir(path):
+    values = raw(path)
+    assert isinstance(values.get("max_steps"), int) and 0 < values["max_steps"] <= 2000
+    assert "data_dir" not in values
+    assert values["task"] == "digits" or values.get("generate_data"), "CPU data must install offline or be generated"
