@@ -1,6 +1,10 @@
 """Checkpoint checks used between the SPT and finetuning phases."""
 
+import hashlib
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import torch
@@ -52,3 +56,85 @@ def verify_backbone_transfer(model: nn.Module, checkpoint_dir: str | Path) -> in
             f"Backbone transfer from {checkpoint_dir} failed for {len(problems)} tensor(s):\n  " + "\n  ".join(problems)
         )
     return checked
+
+
+# Files of an exported model whose sha256 the pipeline records in results.json and checks before loading again.
+CHECKPOINT_FILE_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "config.json", "generation_config.json",
+                            "*.py", "*.npy")  # fmt: skip
+
+
+class CheckpointIntegrityError(RuntimeError):
+    """A checkpoint file differs from what the pipeline wrote (a flipped byte, a truncated copy)."""
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_digests(folder: str | Path) -> dict[str, str]:
+    """sha256 of every model file directly in `folder` (weights, configs, code, fingerprint)."""
+    folder = Path(folder)
+    names = sorted({p.name for pattern in CHECKPOINT_FILE_PATTERNS for p in folder.glob(pattern) if p.is_file()})
+    return {name: sha256_file(folder / name) for name in names}
+
+
+def verify_file_digests(folder: str | Path, digests: dict[str, str]) -> None:
+    """Raise CheckpointIntegrityError naming each recorded file that is missing or whose sha256 changed."""
+    folder = Path(folder)
+    problems = []
+    for name, expected in digests.items():
+        path = folder / name
+        if not path.is_file():
+            problems.append(f"{path}: missing")
+        elif (actual := sha256_file(path)) != expected:
+            problems.append(f"{path}: sha256 {actual} != {expected} recorded when it was written")
+    if problems:
+        raise CheckpointIntegrityError(
+            "Checksum error: the checkpoint changed after it was written:\n  "
+            + "\n  ".join(problems)
+            + "\nRestore the files (or re-run the phase that wrote them)."
+        )
+
+
+def verify_recorded_digests(folder: str | Path) -> int:
+    """Check the digests that the phase's results.json recorded for `folder`; return how many files were checked."""
+    results = Path(folder) / "results.json"
+    if not results.is_file():
+        return 0
+    digests = json.loads(results.read_text()).get("checkpoint_files", {})
+    verify_file_digests(folder, digests)
+    return len(digests)
+
+
+def verify_loaded_tensors(model: nn.Module, checkpoint_dir: str | Path) -> int:
+    """Check that every tensor the checkpoint holds equals the loaded model's (heads included); return how many."""
+    saved = load_checkpoint_tensors(checkpoint_dir)
+    state = model.state_dict()
+    prefix = getattr(model, "base_model_prefix", "") + "."
+    mismatched = []
+    for name, tensor in saved.items():
+        loaded = state.get(name, state.get(prefix + name))
+        if loaded is not None and (loaded.shape != tensor.shape or not torch.equal(loaded.cpu(), tensor)):
+            mismatched.append(name)
+    if mismatched:
+        raise CheckpointIntegrityError(f"Loaded tensors differ from {checkpoint_dir}: {mismatched}")
+    return len(saved)
+
+
+def write_directory_atomically(build, target: str | Path) -> None:
+    """Let `build(tmp_dir)` write files into a fresh temporary folder beside `target`, then move each file into
+    `target` with an atomic rename: a crash never leaves a half-written file that later loads."""
+    target = Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=target))
+    try:
+        build(tmp)
+        for path in tmp.iterdir():
+            if path.is_file():
+                os.replace(path, target / path.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -111,3 +111,50 @@ def test_bad_inputs_raise_clear_errors():
         token_model(input_ids=ids, attention_mask=torch.ones(ids.shape[0], ids.shape[1] + 1))
     with pytest.raises(ValueError, match=r"Expected `input_values` of shape \(B, L, 3\)"):
         continuous_model(input_values=values[..., :2])
+
+
+def corrupt(path, how: str) -> None:
+    data = bytearray(path.read_bytes())
+    if how == "truncated":
+        path.write_bytes(bytes(data[: len(data) // 2]))
+    elif how == "header":
+        data[12:24] = b"#" * 12  # inside the JSON header
+        path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("how", ["truncated", "header"])
+def test_damaged_weights_fail_with_the_file_named(how, tmp_path):
+    AutoModelForSequenceClassification.from_config(tiny()).save_pretrained(tmp_path)
+    corrupt(tmp_path / "model.safetensors", how)
+    with pytest.raises(ValueError, match=r"model\.safetensors is not a valid safetensors file"):
+        AutoModelForSequenceClassification.from_pretrained(tmp_path)
+
+
+def test_config_that_disagrees_with_the_weights_names_both_files(tmp_path):
+    AutoModelForSequenceClassification.from_config(tiny()).save_pretrained(tmp_path / "a")
+    AutoModelForSequenceClassification.from_config(tiny(hidden_size=64)).save_pretrained(tmp_path / "b")
+    (tmp_path / "a" / "config.json").write_text((tmp_path / "b" / "config.json").read_text())
+    with pytest.raises(ValueError, match=r"model\.safetensors: tensor .* has shape .* but .*config\.json describes"):
+        AutoModelForSequenceClassification.from_pretrained(tmp_path / "a")
+
+
+def test_checkpoint_of_another_architecture_is_refused_by_a_specific_class(tmp_path):
+    from spt_hf import RotaryTransformerForSequenceClassification
+
+    AutoModelForSequenceClassification.from_config(tiny()).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    saved["model_type"] = "spt_s4"
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match=r"config\.json holds a 'spt_s4' model"):
+        RotaryTransformerForSequenceClassification.from_pretrained(tmp_path)
+
+
+def test_remote_folder_missing_its_modeling_file_names_it(tmp_path):
+    AutoModelForSequenceClassification.from_config(tiny()).save_pretrained(tmp_path / "ckpt")
+    (tmp_path / "ckpt" / "heads.py").unlink()
+    script = "import sys; sys.modules['spt_hf'] = None\nimport transformers\n"
+    script += f"transformers.AutoModelForSequenceClassification.from_pretrained({str(tmp_path / 'ckpt')!r}, "
+    script += "trust_remote_code=True)"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert result.returncode != 0 and "heads.py" in result.stderr.splitlines()[-1]

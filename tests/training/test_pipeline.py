@@ -124,6 +124,7 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path):
 def test_finetune_refuses_evaluation_data_seen_in_pretraining(tmp_path):
     import numpy as np
 
+    from spt_hf.checkpoints import file_digests
     from spt_hf.data import DataLeakageError, fingerprint_info
     from spt_hf.training.tasks import load_task_data
 
@@ -133,6 +134,10 @@ def test_finetune_refuses_evaluation_data_seen_in_pretraining(tmp_path):
     # Simulate a pretraining run that saw the validation split.
     validation = load_task_data(load_recipe(spt)).splits["validation"]
     np.save(tmp_path / "spt" / "spt" / "spt_fingerprint.npy", fingerprint_info(validation).hashes)
+    results_path = tmp_path / "spt" / "spt" / "results.json"  # ... and recorded it as written
+    results = json.loads(results_path.read_text())
+    results["checkpoint_files"] = file_digests(tmp_path / "spt" / "spt")
+    results_path.write_text(json.dumps(results))
     leaky = write_recipe(tmp_path / "f.yaml", **common, output_dir=str(tmp_path / "ft"))
     overrides = {"model_name_or_path": str(tmp_path / "spt" / "spt")}
     with pytest.raises(DataLeakageError, match="validation split were used for pretraining"):
@@ -188,3 +193,40 @@ def test_param_groups_follow_the_config():
     assert all(n.endswith("bias") or ".norm" in n for n in no_decay)
     assert sum(len(g["params"]) for g in groups.values()) == len(list(model.parameters()))
     torch.optim.AdamW(list(groups.values()))  # accepted by torch
+
+
+def test_killed_and_resumed_pretraining_equals_an_uninterrupted_run(tmp_path):
+    """Same weights and metrics, bit for bit: data order, dropout and the SPT mask stream resume exactly."""
+    from safetensors.torch import load_file
+
+    values = {**LISTOPS, **ARCHITECTURES["transformer"], **TINY_TRAINING, "hidden_dropout_prob": 0.1}
+    straight = write_recipe(tmp_path / "a.yaml", **values, output_dir=str(tmp_path / "a"))
+    resumed = write_recipe(tmp_path / "b.yaml", **values, output_dir=str(tmp_path / "b"))
+    reference = pretrain(load_recipe(straight))
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(load_recipe(resumed), callbacks=[KillAfter(5)])
+    assert (tmp_path / "b" / "spt" / "collator_state_0.pt").exists() or (
+        tmp_path / "b" / "spt" / "checkpoint-3" / "collator_state_0.pt"
+    ).exists()
+    result = pretrain(load_recipe(resumed))
+    a = load_file(tmp_path / "a" / "spt" / "model.safetensors")
+    b = load_file(tmp_path / "b" / "spt" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert result["metrics"]["validation"]["eval_loss"] == reference["metrics"]["validation"]["eval_loss"]
+    losses = [(e["step"], e["loss"]) for e in result["learning_curve"] if "loss" in e]
+    assert losses == [(e["step"], e["loss"]) for e in reference["learning_curve"] if "loss" in e]
+
+
+def test_finetune_refuses_a_checkpoint_with_a_flipped_byte(tmp_path):
+    from spt_hf.checkpoints import CheckpointIntegrityError
+
+    common = {**DIGITS, **ARCHITECTURES["transformer"], **TINY_TRAINING, "max_steps": 2, "output_dir": str(tmp_path)}
+    pretrain(load_recipe(write_recipe(tmp_path / "s.yaml", **common)))
+    weights = tmp_path / "spt" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-3] ^= 0x01  # one bit of one weight: still a valid safetensors file
+    weights.write_bytes(bytes(data))
+    recipe = write_recipe(tmp_path / "f.yaml", **common, model_name_or_path=str(tmp_path / "spt"))
+    with pytest.raises(CheckpointIntegrityError, match=r"(?s)Checksum error.*spt/model.safetensors: sha256"):
+        cli_main(["finetune", "--config", str(recipe)])
+    assert not (tmp_path / "finetune").exists()

@@ -9,7 +9,9 @@ Embedding -> `num_hidden_layers` x SequenceLayer(mixers) -> final norm, with inp
 gradient checkpointing written once here.
 """
 
+import json
 import sys
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -67,10 +69,81 @@ class SPTPreTrainedModel(PreTrainedModel):
                 auto_map[auto_class] = f"{module_name}.{prefix}{suffix}"
         return auto_map
 
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """transformers' loader, after checks that name the bad file for local folders: the model type, each
+        safetensors file's header and size, and the backbone tensor shapes against config.json."""
+        folder = Path(str(pretrained_model_name_or_path))
+        if folder.is_dir() and (folder / "config.json").is_file():
+            check_local_checkpoint(cls, folder)
+        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+
     def save_pretrained(self, save_directory, *args, **kwargs):
         # transformers records only the saved class's own Auto class; a finetuning loader needs all of them.
         self.config.auto_map = self.full_auto_map()
         return super().save_pretrained(save_directory, *args, **kwargs)
+
+
+def read_safetensors_header(path: Path) -> dict:
+    """The header of a safetensors file, checked against the file size; ValueError naming the file otherwise."""
+    size = path.stat().st_size
+    problem = None
+    with open(path, "rb") as handle:
+        prefix = handle.read(8)
+        length = int.from_bytes(prefix, "little") if len(prefix) == 8 else -1
+        if length < 0 or length > size - 8:
+            problem = f"header length {length} does not fit in {size} bytes (truncated?)"
+        else:
+            try:
+                header = json.loads(handle.read(length))
+            except (UnicodeDecodeError, json.JSONDecodeError) as error:
+                problem = f"corrupted header ({error})"
+    if problem is None:
+        entries = [entry for name, entry in header.items() if name != "__metadata__"]
+        try:
+            ends = [_tensor_end(entry) for entry in entries]
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError) as error:
+            problem, ends = f"corrupted header (bad entry: {error!r})", []
+    if problem is None and max(ends, default=0) != size - 8 - length:
+        problem = f"tensor data covers {max(ends, default=0)} bytes but the file holds {size - 8 - length}"
+    if problem is not None:
+        raise ValueError(f"{path} is not a valid safetensors file: {problem}. Re-save or re-download the checkpoint.")
+    return header
+
+
+def _tensor_end(entry: dict) -> int:
+    """End offset of one tensor entry of a safetensors header (KeyError/TypeError if the entry is malformed)."""
+    if not isinstance(entry["shape"], list) or not isinstance(entry["dtype"], str):
+        raise TypeError(f"malformed entry {entry!r}")
+    return int(entry["data_offsets"][1])
+
+
+def check_local_checkpoint(cls, folder: Path) -> None:
+    """Clear errors, naming the file, for a checkpoint folder that cannot load into `cls`."""
+    config_file = folder / "config.json"
+    saved = json.loads(config_file.read_text())
+    expected = cls.config_class.model_type if cls.config_class is not None else None
+    if expected and saved.get("model_type") != expected:
+        raise ValueError(
+            f"{config_file} holds a {saved.get('model_type')!r} model, not {expected!r} ({cls.__name__}); load it "
+            "with the AutoModelFor... class of its head, which picks the right architecture."
+        )
+    shapes = {}
+    for path in sorted(folder.glob("*.safetensors")):
+        for name, entry in read_safetensors_header(path).items():
+            if name != "__metadata__":
+                shapes[name] = (tuple(entry["shape"]), path.name)
+    config = cls.config_class.from_dict({k: v for k, v in saved.items() if k not in ("auto_map", "architectures")})
+    with torch.device("meta"):
+        backbone = cls.backbone_class(config) if hasattr(cls, "backbone_class") else cls(config)
+    prefix = "" if not hasattr(cls, "backbone_class") else cls.base_model_prefix + "."
+    for name, tensor in backbone.state_dict().items():
+        found = shapes.get(prefix + name) or shapes.get(name)
+        if found is not None and found[0] != tuple(tensor.shape):
+            raise ValueError(
+                f"{folder / found[1]}: tensor {prefix + name} has shape {found[0]} but {config_file} describes "
+                f"{tuple(tensor.shape)}; the config and the weights come from different models."
+            )
 
 
 def validate_inputs(

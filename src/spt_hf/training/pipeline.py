@@ -22,7 +22,13 @@ from transformers import (
 from transformers.trainer_utils import get_last_checkpoint
 
 from .. import AutoModelForRetrieval
-from ..checkpoints import verify_backbone_transfer
+from ..checkpoints import (
+    file_digests,
+    verify_backbone_transfer,
+    verify_loaded_tensors,
+    verify_recorded_digests,
+    write_directory_atomically,
+)
 from ..data import (
     CausalSPTCollator,
     ClassificationCollator,
@@ -110,9 +116,9 @@ def pretrain(recipe: Recipe, callbacks: list | None = None) -> dict:
     fingerprint = fingerprint_info(train_set)
     results = _train_and_evaluate(trainer, recipe, task, "pretrain", start)
     if trainer.is_world_process_zero():
-        np.save(Path(training.output_dir) / FINGERPRINT_FILE, fingerprint.hashes)
+        write_directory_atomically(lambda tmp: np.save(tmp / FINGERPRINT_FILE, fingerprint.hashes), training.output_dir)
         results["data"]["pretraining_fingerprint"] = fingerprint.to_dict()
-        write_results(training.output_dir, results)
+        _write_phase_results(training.output_dir, results)
     return results
 
 
@@ -131,10 +137,14 @@ def finetune(recipe: Recipe, callbacks: list | None = None) -> dict:
         init = "scratch"
     else:
         _check_architecture(recipe, source)
+        local = Path(source).is_dir()
+        if local:
+            verify_recorded_digests(source)  # a flipped byte since the SPT phase wrote it -> checksum error
         model = head_auto.from_pretrained(source, trust_remote_code=recipe.model.trust_remote_code, **head_fields)
         init = "spt" if Path(source, FINGERPRINT_FILE).is_file() else "pretrained"
-        if Path(source).is_dir() and hasattr(model, "base_model_prefix"):
-            verify_backbone_transfer(model, source)
+        if local and hasattr(model, "base_model_prefix"):
+            verify_backbone_transfer(model, source)  # every backbone tensor came from the checkpoint ...
+            verify_loaded_tensors(model, source)  # ... and every checkpoint tensor was loaded unchanged
         _check_leakage(recipe, task, source)
     collator_cls = RetrievalCollator if task.spec.paired else ClassificationCollator
     greater = task.spec.problem_type != "regression"
@@ -152,8 +162,14 @@ def finetune(recipe: Recipe, callbacks: list | None = None) -> dict:
     results = _train_and_evaluate(trainer, recipe, task, "finetune", start)
     results["init"] = {"kind": init, "model_name_or_path": source}
     if trainer.is_world_process_zero():
-        write_results(recipe.training.output_dir, results)
+        _write_phase_results(recipe.training.output_dir, results)
     return results
+
+
+def _write_phase_results(output_dir: str, results: dict) -> None:
+    """results.json with the sha256 of every exported model file, checked whenever the pipeline loads it again."""
+    results["checkpoint_files"] = file_digests(output_dir)
+    write_results(output_dir, results)
 
 
 def _announce(phase: str, trainer: SPTTrainer, what: str) -> None:
@@ -188,8 +204,16 @@ def _train_and_evaluate(trainer: SPTTrainer, recipe: Recipe, task: TaskData, pha
     test = trainer.evaluate(
         task.splits["test"].select_columns(trainer.eval_dataset.column_names), metric_key_prefix="test"
     )
-    trainer.save_model(output_dir)
+    export_model(trainer, output_dir)
     return phase_results(phase, recipe, task, trainer, train_output, validation, test, time.perf_counter() - start)
+
+
+def export_model(trainer: SPTTrainer, output_dir: str) -> None:
+    """Save the final (best) model into `output_dir`, each file written whole under a temporary name first."""
+    if trainer.is_world_process_zero():
+        write_directory_atomically(trainer.save_model, output_dir)
+    else:
+        trainer.save_model(output_dir)  # takes part in gathering sharded weights; only the main process writes
 
 
 def _check_architecture(recipe: Recipe, source: str) -> None:

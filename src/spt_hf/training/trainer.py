@@ -1,6 +1,7 @@
 """The HF Trainer with spt_hf's optimiser groups, fixed evaluation masks, and the metrics of each phase."""
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -28,6 +29,18 @@ class SPTTrainer(Trainer):
             self.optimizer = optimizer_cls(groups, **optimizer_kwargs)
         return self.optimizer
 
+    def _save_rng_state(self, output_dir: str) -> None:
+        # The SPT mask stream is part of the random state: a resumed run continues it (one file per process).
+        super()._save_rng_state(output_dir)
+        if hasattr(self.data_collator, "state_dict"):
+            torch.save(self.data_collator.state_dict(), Path(output_dir) / collator_state_file(self.args))
+
+    def _load_rng_state(self, checkpoint) -> None:
+        super()._load_rng_state(checkpoint)
+        path = Path(checkpoint or "") / collator_state_file(self.args)
+        if checkpoint and hasattr(self.data_collator, "load_state_dict") and path.is_file():
+            self.data_collator.load_state_dict(torch.load(path, weights_only=True))
+
     def evaluate(self, *args, **kwargs):
         if self.eval_collator_factory is None:
             return super().evaluate(*args, **kwargs)
@@ -47,6 +60,10 @@ class SPTTrainer(Trainer):
             return super().predict(*args, **kwargs)
         finally:
             self.data_collator = train_collator
+
+
+def collator_state_file(args) -> str:
+    return f"collator_state_{args.process_index}.pt"
 
 
 def _first(value):
