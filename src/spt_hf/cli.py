@@ -17,6 +17,10 @@ RECIPE_COMMANDS = ("pretrain", "finetune", "run")
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "push":
+        from .hub.cli import push_main
+
+        return push_main(argv[1:])
     if argv and argv[0] == "generate-data":
         from .data.cli import generate_data_main
 
@@ -24,7 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     if args.command in RECIPE_COMMANDS:
-        return run_recipe_command(args, rest, parser)
+        from .hub import HubPushError, MissingHubCredentialsError
+
+        try:
+            return run_recipe_command(args, rest, parser)
+        except (MissingHubCredentialsError, HubPushError) as error:  # the message says what to do; no traceback
+            print(f"spt-hf {args.command}: error: {error}", file=sys.stderr)
+            return 1
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "report":
@@ -59,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--output-dir", default="runs/demo")
     demo.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     demo.add_argument("--architectures", nargs="+", default=["transformer"])
+    commands.add_parser("push", help="push a checkpoint or a run's phase to the Hugging Face Hub (see its --help)")
     commands.add_parser("generate-data", help="write ListOps / Pathfinder data in the LRA layout (see its --help)")
     return parser
 

@@ -39,6 +39,7 @@ from ..data import (
     pretraining_dataset,
 )
 from ..data.pretraining import DataFingerprint
+from ..hub import checkpoint_folder, ensure_push_credentials, push_phase
 from .arguments import Recipe
 from .results import phase_results, write_results
 from .tasks import TaskData, load_task_data
@@ -65,9 +66,11 @@ def model_config(recipe: Recipe, task: TaskData, **phase_fields):
 
 
 def pretrain(recipe: Recipe, callbacks: list | None = None) -> dict:
-    """Self-pretrain on the task's train split with the recipe's objective; save a ForMaskedLM/ForCausalLM model."""
+    """Self-pretrain on the task's train split with the recipe's objective; save a ForMaskedLM/ForCausalLM model
+    (with `push_to_hub`, push it with results.json and its model card once they are written)."""
     start = time.perf_counter()
     recipe = in_phase_dir(recipe, "spt")
+    ensure_push_credentials(recipe.training)  # no token, no hub_model_id, a token in the recipe: fail before training
     set_seed(recipe.training.seed)
     task = load_task_data(recipe)
     spt = recipe.spt
@@ -119,14 +122,17 @@ def pretrain(recipe: Recipe, callbacks: list | None = None) -> dict:
         write_directory_atomically(lambda tmp: np.save(tmp / FINGERPRINT_FILE, fingerprint.hashes), training.output_dir)
         results["data"]["pretraining_fingerprint"] = fingerprint.to_dict()
         _write_phase_results(training.output_dir, results)
+        push_phase(training)
     return results
 
 
 def finetune(recipe: Recipe, callbacks: list | None = None) -> dict:
-    """Finetune a classifier: from an SPT checkpoint (backbone transfer verified), any Hub classifier, or scratch."""
+    """Finetune a classifier: from an SPT checkpoint (backbone transfer verified), any Hub classifier, or scratch
+    (with `push_to_hub`, push it with results.json and its model card once they are written)."""
     start = time.perf_counter()
     source = recipe.model.model_name_or_path
     recipe = in_phase_dir(recipe, "scratch" if source is None else "finetune")
+    ensure_push_credentials(recipe.training)
     set_seed(recipe.training.seed)
     task = load_task_data(recipe)
     head_auto = AutoModelForRetrieval if task.spec.paired else AutoModelForSequenceClassification
@@ -136,16 +142,15 @@ def finetune(recipe: Recipe, callbacks: list | None = None) -> dict:
         model = head_auto.from_config(model_config(recipe, task, **head_fields))
         init = "scratch"
     else:
-        _check_architecture(recipe, source)
-        local = Path(source).is_dir()
-        if local:
-            verify_recorded_digests(source)  # a flipped byte since the SPT phase wrote it -> checksum error
+        folder = checkpoint_folder(source)  # a Hub id: its snapshot, so a pushed checkpoint gets the same checks
+        _check_architecture(recipe, str(folder))
+        verify_recorded_digests(folder)  # a flipped byte since the SPT phase wrote it -> checksum error
         model = head_auto.from_pretrained(source, trust_remote_code=recipe.model.trust_remote_code, **head_fields)
-        init = "spt" if Path(source, FINGERPRINT_FILE).is_file() else "pretrained"
-        if local and hasattr(model, "base_model_prefix"):
-            verify_backbone_transfer(model, source)  # every backbone tensor came from the checkpoint ...
-            verify_loaded_tensors(model, source)  # ... and every checkpoint tensor was loaded unchanged
-        _check_leakage(recipe, task, source)
+        init = "spt" if (folder / FINGERPRINT_FILE).is_file() else "pretrained"
+        if hasattr(model, "base_model_prefix") and any(folder.glob("*.safetensors")):
+            verify_backbone_transfer(model, folder)  # every backbone tensor came from the checkpoint ...
+            verify_loaded_tensors(model, folder)  # ... and every checkpoint tensor was loaded unchanged
+        _check_leakage(recipe, task, str(folder))
     collator_cls = RetrievalCollator if task.spec.paired else ClassificationCollator
     greater = task.spec.problem_type != "regression"
     best = "accuracy" if greater else "r2"
@@ -163,6 +168,7 @@ def finetune(recipe: Recipe, callbacks: list | None = None) -> dict:
     results["init"] = {"kind": init, "model_name_or_path": source}
     if trainer.is_world_process_zero():
         _write_phase_results(recipe.training.output_dir, results)
+        push_phase(recipe.training)
     return results
 
 
@@ -210,10 +216,12 @@ def _train_and_evaluate(trainer: SPTTrainer, recipe: Recipe, task: TaskData, pha
 
 def export_model(trainer: SPTTrainer, output_dir: str) -> None:
     """Save the final (best) model into `output_dir`, each file written whole under a temporary name first."""
+    # `_internal_call=True`: only save. With `push_to_hub` the Trainer would also push here, before results.json and
+    # the model card exist (and bypassing the atomic export); the phase pushes them all afterwards (`push_phase`).
     if trainer.is_world_process_zero():
-        write_directory_atomically(trainer.save_model, output_dir)
+        write_directory_atomically(lambda tmp: trainer.save_model(tmp, _internal_call=True), output_dir)
     else:
-        trainer.save_model(output_dir)  # takes part in gathering sharded weights; only the main process writes
+        trainer.save_model(output_dir, _internal_call=True)  # takes part in gathering sharded weights
 
 
 def _check_architecture(recipe: Recipe, source: str) -> None:
@@ -270,6 +278,7 @@ def with_phase(recipe: Recipe, output_dir: Path, max_steps: int | None, model_na
 
 def run(spt_recipe: Recipe, finetune_recipe: Recipe, with_scratch: bool = False) -> dict:
     """SPT, then finetuning from its checkpoint, and optionally the scratch baseline; writes a run summary."""
+    ensure_push_credentials(spt_recipe.training, finetune_recipe.training)  # both phases, before any training
     root = Path(spt_recipe.training.output_dir)
     budgets = phase_budgets(spt_recipe, finetune_recipe)
     spt_dir = root / "spt"
@@ -277,9 +286,16 @@ def run(spt_recipe: Recipe, finetune_recipe: Recipe, with_scratch: bool = False)
     summary["phases"]["pretrain"] = pretrain(with_phase(spt_recipe, root, budgets["pretrain"]))
     summary["phases"]["finetune"] = finetune(with_phase(finetune_recipe, root, budgets["finetune"], str(spt_dir)))
     if with_scratch:
-        summary["phases"]["scratch"] = finetune(with_phase(finetune_recipe, root, budgets["scratch"], None))
+        # The baseline is not pushed (it would land in the finetuned model's repository); its numbers go in the cards.
+        scratch = with_phase(finetune_recipe, root, budgets["scratch"], None)
+        scratch = dataclasses.replace(scratch, training=dataclasses.replace(scratch.training, push_to_hub=False))
+        summary["phases"]["scratch"] = finetune(scratch)
     compact = {name: _headline(result) for name, result in summary["phases"].items()}
     write_results(root, {"run_dir": str(root), "budgets": budgets, "phases": compact})
+    if spt_recipe.training.should_save:  # the cards again, now that they can report every phase (only they change)
+        message = "spt_hf: model card with the run's other phases"
+        push_phase(spt_recipe.training, spt_dir, commit_message=message)
+        push_phase(finetune_recipe.training, root / "finetune", commit_message=message)
     return summary
 
 
