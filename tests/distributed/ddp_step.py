@@ -60,7 +60,7 @@ def one_step(entry, input_kind: str, accelerator: Accelerator | None, fsdp: bool
     unwrapped = accelerator.unwrap_model(model) if accelerator is not None and not fsdp else model
     state = unwrapped.state_dict()
     full = {name: t.full_tensor() if hasattr(t, "full_tensor") else t for name, t in state.items()}  # unshard
-    return {name: tensor.detach().clone() for name, tensor in full.items()}
+    return {name: tensor.detach().cpu().clone() for name, tensor in full.items()}
 
 
 def main(out_path: str, mode: str = "ddp") -> None:

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# GPU check for a machine with CUDA GPUs, ~10 minutes: installs spt_hf (from local wheels in .whl/ when the network
+# is closed), then on CUDA runs the layer and model benchmarks in fp32 and bf16 autocast at LRA shapes, checks that
+# bf16 training losses stay finite, and runs one DDP and one FSDP step (one process per GPU, or one process on a
+# single GPU). Everything it prints also goes to $OUT (or ./gpu_check_out).
+#   bash benchmarks/gpu_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu_check_out}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/gpu_check.log") 2>&1
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error HF_HUB_DISABLE_PROGRESS_BARS=1
+
+PY=python3
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+  $PY -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:src
+else
+  $PY -m pip install -q -e . 2>/dev/null || export PYTHONPATH=src
+fi
+$PY -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), \
+torch.cuda.device_count(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '-'); \
+print('transformers', transformers.__version__)" || exit 1
+NGPU=$($PY -c "import torch; print(torch.cuda.device_count())")
+[ "$NGPU" -ge 1 ] || { echo "no CUDA GPU: nothing to check"; exit 1; }
+
+echo "== bf16 training stays finite (200 steps, every architecture) =="
+timeout 180 $PY - <<'PY'
+import math, torch, spt_hf
+from transformers import AutoConfig, AutoModelForMaskedLM
+for model_type, extra in [("spt_rotary_transformer", {"num_attention_heads": 4}), ("spt_s4", {}),
+                          ("spt_s4", {"kernel": "diag"}), ("spt_dlr", {})]:
+    torch.manual_seed(0)
+    config = AutoConfig.for_model(model_type, vocab_size=32, hidden_size=128, num_hidden_layers=2, **extra)
+    model = AutoModelForMaskedLM.from_config(config).cuda()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(4, 32, (16, 1024), device="cuda")
+    labels = torch.where(torch.rand(ids.shape, device="cuda") < 0.5, ids, -100)
+    for step in range(200):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids.masked_fill(labels != -100, 1), labels=labels).loss
+        loss.backward(); optimizer.step(); optimizer.zero_grad()
+        assert math.isfinite(loss.item()), (model_type, extra, step, loss.item())
+    print(f"{model_type} {extra}: bf16 loss after 200 steps {loss.item():.4f} (finite)")
+PY
+
+for dtype in fp32 bf16; do
+  echo "== layers, $dtype =="
+  timeout 200 $PY benchmarks/bench_layers.py --device cuda --dtype $dtype --d 128 256 --L 1024 4096 16384 \
+    2>&1 | tail -30
+  echo "== models, $dtype =="
+  timeout 200 $PY benchmarks/bench_models.py --device cuda --dtype $dtype --d 128 --lengths 1024 4096 16384 \
+    --layers 2 6 2>&1 | tail -30
+done
+
+echo "== one DDP step and one FSDP2 step vs one process =="
+NPROC=$(( NGPU >= 2 ? 2 : 1 ))
+for mode in ddp fsdp; do
+  timeout 120 $PY -m accelerate.commands.launch --num_processes $NPROC --num_machines 1 --mixed_precision no \
+    --dynamo_backend no $([ "$NPROC" -ge 2 ] && echo --multi_gpu) tests/distributed/ddp_step.py "$OUT/$mode.pt" $mode \
+    && echo "$mode step ran on $NPROC process(es)"
+done
+echo "done; log in $OUT/gpu_check.log"
