@@ -2,8 +2,9 @@
 
 Task: scikit-learn's bundled digits (1,797 real 8x8 scans; intensities 0-16 as 64 tokens; 500 train / 400
 validation / 897 test). For each architecture and seed, `spt-hf run` trains masked SPT on the 500 training images
-only, finetunes from it, and trains the same classifier from scratch under the same finetuning budget; the table
-gives test accuracy mean ± standard deviation over seeds. Runs on CPU in a few minutes, without network.
+only, finetunes from it, and trains the same classifier from scratch; the recipe ties compute (`total_steps`: SPT
+and finetuning share the budget the scratch baseline gets alone). The table gives test accuracy mean ± standard
+deviation over seeds. Runs on CPU in a few minutes, without network.
 """
 
 import time
