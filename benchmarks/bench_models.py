@@ -31,8 +31,9 @@ LOCAL_WINDOW = 1024  # block-local attention for the longest sequences
 
 
 def build(name: str, d: int, length: int, layers: int, window: int | None, device, vocab: int = 32, causal=False):
-    import spt_hf  # noqa: F401
     from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    import spt_hf  # noqa: F401
 
     model_type, extra = MODELS[name]
     kwargs = {"vocab_size": vocab, "hidden_size": d, "num_hidden_layers": layers, "num_labels": 10, **extra}

@@ -24,6 +24,10 @@ TINY_CONFIGS = [
         {"num_attention_heads": 2, "position_embedding_type": "absolute", "norm_type": "batchnorm", "prenorm": False},
     ),
     ("transformer-local", "spt_rotary_transformer", {"num_attention_heads": 4, "attention_window": 4}),
+    ("s4-nplr", "spt_s4", {"state_size": 8, "max_position_embeddings": 16}),
+    ("s4d-postbn", "spt_s4", {"kernel": "diag", "state_size": 8, "norm_type": "batchnorm", "prenorm": False}),
+    ("s4-random-init", "spt_s4", {"init": "random", "state_size": 8, "max_position_embeddings": 16}),
+    ("dlr", "spt_dlr", {"state_size": 16}),
 ]
 TINY_IDS = [entry[0] for entry in TINY_CONFIGS]
 

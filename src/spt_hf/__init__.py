@@ -13,14 +13,30 @@ from transformers import (
 )
 
 from .auto import AutoModelForRetrieval
-from .modeling import modeling_rotary_transformer
+from .modeling import modeling_dlr, modeling_rotary_transformer, modeling_s4
+from .modeling.configuration_dlr import DLRConfig
 from .modeling.configuration_rotary_transformer import RotaryTransformerConfig
+from .modeling.configuration_s4 import S4Config
+from .modeling.modeling_dlr import (
+    DLRForCausalLM,
+    DLRForMaskedLM,
+    DLRForRetrieval,
+    DLRForSequenceClassification,
+    DLRModel,
+)
 from .modeling.modeling_rotary_transformer import (
     RotaryTransformerForCausalLM,
     RotaryTransformerForMaskedLM,
     RotaryTransformerForRetrieval,
     RotaryTransformerForSequenceClassification,
     RotaryTransformerModel,
+)
+from .modeling.modeling_s4 import (
+    S4ForCausalLM,
+    S4ForMaskedLM,
+    S4ForRetrieval,
+    S4ForSequenceClassification,
+    S4Model,
 )
 
 __version__ = "0.1.0"
@@ -47,9 +63,23 @@ def _register(config_cls, modeling_module) -> None:
 
 
 _register(RotaryTransformerConfig, modeling_rotary_transformer)
+_register(S4Config, modeling_s4)
+_register(DLRConfig, modeling_dlr)
 
 __all__ = [
     "AutoModelForRetrieval",
+    "DLRConfig",
+    "DLRModel",
+    "DLRForMaskedLM",
+    "DLRForCausalLM",
+    "DLRForSequenceClassification",
+    "DLRForRetrieval",
+    "S4Config",
+    "S4Model",
+    "S4ForMaskedLM",
+    "S4ForCausalLM",
+    "S4ForSequenceClassification",
+    "S4ForRetrieval",
     "RotaryTransformerConfig",
     "RotaryTransformerModel",
     "RotaryTransformerForMaskedLM",

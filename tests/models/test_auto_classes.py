@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 import torch
-from helpers import TINY_CONFIGS, TINY_IDS, make_config, make_inputs
+from helpers import TINY_CONFIGS, make_config, make_inputs
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSequenceClassification
 
 from spt_hf import AutoModelForRetrieval
@@ -49,7 +49,10 @@ REMOTE_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("entry", TINY_CONFIGS[:1], ids=TINY_IDS[:1])
+REMOTE = [entry for entry in TINY_CONFIGS if entry[0] in ("transformer-rotary", "s4-nplr", "dlr")]
+
+
+@pytest.mark.parametrize("entry", REMOTE, ids=[entry[0] for entry in REMOTE])
 def test_remote_code_loads_in_a_fresh_process_without_spt_hf(entry, tmp_path):
     model = AutoModelForSequenceClassification.from_config(make_config(entry)).eval()
     model.save_pretrained(tmp_path / "ckpt")

@@ -16,6 +16,8 @@ from spt_hf.training.results import report
 # Tiny architectures for the pipeline; S4 and DLR join by adding a line.
 ARCHITECTURES = {
     "transformer": {"model_type": "spt_rotary_transformer", "num_attention_heads": 2, "intermediate_size": 32},
+    "s4": {"model_type": "spt_s4", "state_size": 8},
+    "dlr": {"model_type": "spt_dlr", "state_size": 16},
 }
 TINY_TRAINING = {
     "hidden_size": 16,

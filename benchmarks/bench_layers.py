@@ -1,0 +1,360 @@
+"""Speed and memory of one sequence-mixing layer, ours against a straightforward reference of the same maths.
+
+Protocol (docs/benchmarks.md): forward + backward of one layer on (B, L, d) inputs, B = 8; ours and the reference
+hold the same weights, are checked to give the same outputs, and are timed interleaved (A, B, A, B, ...) in one
+process after warm-up steps; we report the ratio of medians, the median of per-pair ratios, the machine lower bound
+(matmul FLOPs / 196 GFLOP/s + FFT FLOPs / 16.7 GFLOP/s) and measured / lower bound. Peak memory is measured for
+each side in a separate subprocess (VmHWM, under an address-space limit). /proc/stat tells how much CPU other
+processes used during the timed loop; absolute numbers only count when that is below ~5%.
+
+    python benchmarks/bench_layers.py --quick
+    python benchmarks/bench_layers.py --layers s4 s4d --d 128 --L 1024 4096 16384 --steps 5
+"""
+
+import argparse
+import json
+import math
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+
+from spt_hf.modeling.configuration_dlr import DLRConfig  # noqa: E402
+from spt_hf.modeling.configuration_s4 import S4Config  # noqa: E402
+from spt_hf.modeling.modeling_dlr import DLRMixer  # noqa: E402
+from spt_hf.modeling.modeling_s4 import S4Mixer, as_complex  # noqa: E402
+
+MATMUL_FLOPS_PER_S = 196e9  # fp32 matmul, 2 cores (docs/benchmarks.md)
+FFT_FLOPS_PER_S = 16.7e9  # torch.fft.rfft, 2.5 n log2 n per transform
+LAYERS = ("s4", "s4-bi", "s4d", "dlr64", "dlr1024", "attention")
+ADDRESS_SPACE_LIMIT = 22 << 30  # an impossible allocation fails fast instead of swapping the machine
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# References: the same maths, written the straightforward way (as the paper's official code does on CPU)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def reference_fft_conv(u: torch.Tensor, kernel: torch.Tensor, D: torch.Tensor) -> torch.Tensor:
+    """Official-code FFT convolution: (B, H, L) layout, `n=2L` padding, backward kernel flipped to lags -1..-L."""
+    length = u.shape[1]
+    x = u.transpose(1, 2)  # (B, H, L)
+    k = kernel[..., :length]
+    if k.shape[0] == 2:
+        k = F.pad(k[0], (0, length)) + F.pad(k[1].flip(-1), (length, 0))  # (H, 2L)
+    else:
+        k = k[0]
+    y = torch.fft.irfft(torch.fft.rfft(x, n=2 * length) * torch.fft.rfft(k, n=2 * length), n=2 * length)
+    return (y[..., :length] + D[:, None] * x).transpose(1, 2)  # (B, L, H)
+
+
+def reference_s4d_kernel(kernel, length: int) -> torch.Tensor:
+    """Complex-exp Vandermonde: K = 2 Re Σ_n C_n B̄_n exp(l log Ā_n), an (H, N/2, L) complex exp."""
+    _, transition, input_vec = kernel.discretize(torch.float32)
+    vandermonde = torch.exp(torch.log(transition).unsqueeze(-1) * torch.arange(length))  # (H, N/2, L)
+    return 2 * torch.einsum("chn,hnl->chl", as_complex(kernel.C) * input_vec, vandermonde).real
+
+
+def reference_nplr_kernel(kernel, length: int) -> torch.Tensor:
+    """The official S4 NPLR kernel: naive Cauchy over a full (2C+2... , H, N, L/2+1) complex tensor + Woodbury."""
+    dt, lam, B = kernel._ssm(torch.float32)
+    P = kernel._tile(as_complex(kernel.P))
+    C = as_complex(kernel.C)  # (C, H, N/2), already C̃ for this length
+    omega = torch.exp(-2j * math.pi * torch.arange(length // 2 + 1) / length).to(torch.complex64)
+    z = 2 * (1 - omega) / (1 + omega)  # bilinear map of the roots of unity
+    left = torch.cat([B.unsqueeze(0), P.unsqueeze(0)])  # (2, H, N/2)
+    right = torch.cat([C, P.conj().unsqueeze(0)])  # (C+1, H, N/2)
+    v = left.unsqueeze(1) * right.unsqueeze(0) * dt[:, None]  # (2, C+1, H, N/2)
+    w = lam * dt[:, None]  # (H, N/2)
+    v, w = torch.cat([v, v.conj()], -1), torch.cat([w, w.conj()], -1)  # both members of each pair
+    r = (v.unsqueeze(-1) / (z - w.unsqueeze(-1))).sum(-2)  # cauchy_naive: (2, C+1, H, L/2+1)
+    k_f = r[:-1, :-1] - r[:-1, -1:] * r[-1:, :-1] / (1 + r[-1:, -1:])  # Woodbury
+    k_f = k_f * 2 / (1 + omega)
+    return torch.fft.irfft(k_f, n=length)[0]  # (C, H, L)
+
+
+def reference_dlr_kernel(kernel, length: int) -> torch.Tensor:
+    """Explicit (N, L) exp table: K = Re(W @ exp(λ l))."""
+    table = torch.exp(kernel.eigenvalues(torch.float32).unsqueeze(-1) * torch.arange(length))  # (N, L)
+    return torch.einsum("chn,nl->chl", as_complex(kernel.W), table).real
+
+
+class ReferenceSSMLayer(nn.Module):
+    """The SSM layer with a reference kernel and FFT convolution, sharing the parameters of `ours`."""
+
+    def __init__(self, ours: nn.Module, kernel_fn):
+        super().__init__()
+        self.ours, self.kernel_fn = ours, kernel_fn
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        kernel = self.kernel_fn(self.ours.kernel, hidden_states.shape[1])
+        y = reference_fft_conv(hidden_states, kernel, self.ours.D)
+        return F.glu(self.ours.output_linear(F.gelu(y)), dim=-1)
+
+
+class AttentionLayer(nn.Module):
+    """Rotary multi-head self-attention (bidirectional, 4 heads); rotary tables built once, as the backbone does."""
+
+    def __init__(self, d: int, length: int, implementation: str, source: nn.Module | None = None):
+        super().__init__()
+        from spt_hf.modeling.configuration_rotary_transformer import RotaryTransformerConfig
+        from spt_hf.modeling.modeling_rotary_transformer import (
+            RotaryTransformerAttention,
+            RotaryTransformerRotaryEmbedding,
+        )
+
+        config = RotaryTransformerConfig(vocab_size=10, hidden_size=d, num_attention_heads=4)
+        config._attn_implementation = implementation
+        self.attention = RotaryTransformerAttention(config, 0)
+        if source is not None:
+            self.attention.load_state_dict(source.attention.state_dict())
+        rotary = RotaryTransformerRotaryEmbedding(config)
+        self.cos, self.sin = rotary(torch.zeros(1, length, d), torch.arange(length).unsqueeze(0))
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.attention(hidden_states, position_embeddings=(self.cos, self.sin))
+
+
+def build(layer: str, d: int, length: int) -> tuple[nn.Module, nn.Module | None, str]:
+    """(ours, reference or None if it cannot run here, note)."""
+    torch.manual_seed(0)
+    if layer == "attention":
+        ours = AttentionLayer(d, length, "sdpa")
+        scores_bytes = 8 * 4 * length * length * 4
+        if scores_bytes * 3 > ADDRESS_SPACE_LIMIT:
+            return ours, None, f"naive attention needs {3 * scores_bytes / 2**30:.0f} GiB of (B, heads, L, L) scores"
+        return ours, AttentionLayer(d, length, "eager", source=ours), ""
+    if layer.startswith("dlr"):
+        config = DLRConfig(vocab_size=10, hidden_size=d, state_size=int(layer[3:]), bidirectional=False)
+        ours = DLRMixer(config, 0)
+        return ours, ReferenceSSMLayer(ours, reference_dlr_kernel), ""
+    kind = "diag" if layer == "s4d" else "nplr"
+    config = S4Config(
+        vocab_size=10, hidden_size=d, kernel=kind, bidirectional=layer == "s4-bi", max_position_embeddings=length
+    )
+    ours = S4Mixer(config, 0)
+    reference_kernel = reference_s4d_kernel if kind == "diag" else reference_nplr_kernel
+    return ours, ReferenceSSMLayer(ours, reference_kernel), ""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Lower bound
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def lower_bound(layer: str, batch: int, d: int, length: int) -> dict:
+    """Matmul and FFT FLOPs of one forward + backward (backward = 2x the forward matmuls) and the time they need."""
+    tokens = batch * length
+    if layer == "attention":
+        matmul = 3 * (4 * 2 * tokens * d * d + 2 * 2 * batch * length * length * d)  # projections, QKᵀ and PV
+        return _bound(matmul, 0.0)
+    matmul = 3 * 2 * tokens * d * 2 * d  # output Linear(H, 2H)
+    channels = 2 if layer == "s4-bi" else 1
+    n = 2 * length
+    transform = 2.5 * n * math.log2(n)
+    fft = 4 * batch * d * transform + 2 * d * transform  # rfft(u), irfft(y), rfft(grad), irfft(grad u); kernel side
+    if layer == "s4d":  # blocked Vandermonde contraction
+        matmul += 3 * 2 * channels * d * length * 64
+    elif layer.startswith("dlr"):  # one GEMM against the (N, L) powers
+        matmul += 3 * 2 * channels * d * length * 2 * int(layer[3:])
+    else:  # Cauchy contraction: (2M x N/2) @ (N/2 x 2F) per feature, M = 2C + 2
+        matmul += 3 * 2 * d * 2 * (2 * channels + 2) * 32 * (length + 2)
+    return _bound(matmul, fft)
+
+
+def _bound(matmul: float, fft: float) -> dict:
+    return {
+        "matmul_gflop": matmul / 1e9,
+        "fft_gflop": fft / 1e9,
+        "seconds": matmul / MATMUL_FLOPS_PER_S + fft / FFT_FLOPS_PER_S,
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Timing, CPU contention, memory
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def train_step(module: nn.Module, x: torch.Tensor, grad: torch.Tensor) -> float:
+    module.zero_grad(set_to_none=True)
+    x.grad = None
+    start = time.perf_counter()
+    module(x).backward(grad)
+    return time.perf_counter() - start
+
+
+def cpu_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields[:8]) - idle, sum(fields[:8])
+
+
+def wait_for_quiet(seconds: float, threshold: float = 0.1) -> float:
+    """Wait (up to `seconds`) until other processes use less than `threshold` of all CPUs; return the last share."""
+    deadline = time.monotonic() + seconds
+    while True:
+        busy0, total0 = cpu_ticks()
+        time.sleep(1.0)
+        busy1, total1 = cpu_ticks()
+        share = (busy1 - busy0) / max(1, total1 - total0)
+        if share < threshold or time.monotonic() > deadline:
+            return share
+        time.sleep(10.0)
+
+
+def timed_pairs(ours: nn.Module, reference: nn.Module | None, x, grad, warmup: int, steps: int) -> dict:
+    for _ in range(warmup):
+        train_step(ours, x, grad)
+        if reference is not None:
+            train_step(reference, x, grad)
+    busy0, total0 = cpu_ticks()
+    own0 = os.times()
+    times_ours, times_ref = [], []
+    for _ in range(steps):
+        times_ours.append(train_step(ours, x, grad))
+        if reference is not None:
+            times_ref.append(train_step(reference, x, grad))
+    busy1, total1 = cpu_ticks()
+    own1 = os.times()
+    hz = os.sysconf("SC_CLK_TCK")
+    own = (own1.user + own1.system - own0.user - own0.system) * hz
+    other = max(0.0, (busy1 - busy0) - own) / max(1, total1 - total0)  # share of all CPUs used by others
+    return {"ours": times_ours, "reference": times_ref, "other_cpu": other}
+
+
+def probe_memory(layer: str, d: int, length: int, side: str, batch: int) -> dict:
+    """Run one configuration in a fresh subprocess and read its peak RSS."""
+    command = [sys.executable, __file__, "--probe", layer, str(d), str(length), side, "--batch", str(batch)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1][:200]}
+    return json.loads(lines[-1])
+
+
+def probe(layer: str, d: int, length: int, side: str, batch: int) -> None:
+    """Subprocess body: setup, then two training steps of one side; prints peak and over-setup RSS in MiB."""
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
+    torch.set_num_threads(2)
+    ours, reference, note = build(layer, d, length)
+    module = ours if side == "ours" else reference
+    if module is None:
+        raise SystemExit(note)
+    x = torch.randn(batch, length, d, requires_grad=True)
+    grad = torch.randn(batch, length, d)
+    setup = _status_mib("VmRSS")
+    for _ in range(2):
+        train_step(module, x, grad)
+    # VmHWM, not ru_maxrss: Linux carries the parent's peak RSS over fork + exec into the child's ru_maxrss
+    peak = _status_mib("VmHWM")
+    print(json.dumps({"peak_mib": round(peak), "over_setup_mib": round(peak - setup)}))
+
+
+def _status_mib(field: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Driver
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def run_one(layer: str, d: int, length: int, args) -> dict:
+    ours, reference, note = build(layer, d, length)
+    x = torch.randn(args.batch, length, d, requires_grad=True)
+    grad = torch.randn(args.batch, length, d)
+    result = {"layer": layer, "d": d, "L": length, "B": args.batch, "note": note}
+    with torch.no_grad():
+        y = ours(x)
+        if reference is not None:
+            result["max_abs_diff"] = (y - reference(x)).abs().max().item()
+            result["max_abs_output"] = y.abs().max().item()
+    if args.wait_quiet:
+        result["busy_before"] = round(wait_for_quiet(args.wait_quiet), 3)
+    timing = timed_pairs(ours, reference, x, grad, args.warmup, args.steps)
+    tokens = args.batch * length
+    median_ours = statistics.median(timing["ours"])
+    result.update(ours_s=median_ours, ours_tok_s=tokens / median_ours, other_cpu=round(timing["other_cpu"], 3))
+    bound = lower_bound(layer, args.batch, d, length)
+    result.update(lower_bound_s=bound["seconds"], ours_over_bound=median_ours / bound["seconds"])
+    result.update(matmul_gflop=round(bound["matmul_gflop"], 2), fft_gflop=round(bound["fft_gflop"], 2))
+    if reference is not None:
+        median_ref = statistics.median(timing["reference"])
+        pairs = [r / o for r, o in zip(timing["reference"], timing["ours"])]
+        result.update(ref_s=median_ref, ref_tok_s=tokens / median_ref, ref_over_bound=median_ref / bound["seconds"])
+        result.update(speedup_of_medians=median_ref / median_ours, median_pair_speedup=statistics.median(pairs))
+    if args.memory:
+        result["ours_memory"] = probe_memory(layer, d, length, "ours", args.batch)
+        if reference is not None:
+            result["ref_memory"] = probe_memory(layer, d, length, "reference", args.batch)
+    return result
+
+
+def markdown(results: list[dict]) -> str:
+    head = (
+        "| layer | d | L | ours tok/s | ref tok/s | speedup (medians / pairs) | ours / bound | ref / bound "
+        "| peak MiB ours / ref | max abs diff | other CPU |\n|" + "---|" * 11
+    )
+    rows = [head]
+    for r in results:
+        speed = f"{r['speedup_of_medians']:.2f} / {r['median_pair_speedup']:.2f}" if "ref_s" in r else "—"
+        memory = "/".join(str(r.get(k, {}).get("peak_mib", "—")) for k in ("ours_memory", "ref_memory"))
+        rows.append(
+            f"| {r['layer']} | {r['d']} | {r['L']} | {r['ours_tok_s']:,.0f} | "
+            + (f"{r['ref_tok_s']:,.0f}" if "ref_s" in r else f"— ({r['note']})")
+            + f" | {speed} | {r['ours_over_bound']:.2f} | "
+            + (f"{r['ref_over_bound']:.2f}" if "ref_s" in r else "—")
+            + f" | {memory} | {r.get('max_abs_diff', float('nan')):.1e} | {100 * r['other_cpu']:.0f}% |"
+        )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--layers", nargs="+", choices=LAYERS, default=list(LAYERS))
+    parser.add_argument("--d", nargs="+", type=int, default=[128, 256])
+    parser.add_argument("--L", nargs="+", type=int, default=[1024, 4096, 16384])
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=5, help="timed (ours, reference) pairs")
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--no-memory", dest="memory", action="store_false", help="skip the peak-RSS subprocesses")
+    parser.add_argument("--quick", action="store_true", help="d=128, L=1024, 3 pairs, no memory probes")
+    parser.add_argument(
+        "--wait-quiet", type=float, default=0.0, help="wait up to this many seconds for other processes to go quiet"
+    )
+    parser.add_argument("--probe", nargs=4, metavar=("LAYER", "D", "L", "SIDE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.probe:
+        layer, d, length, side = args.probe
+        return probe(layer, int(d), int(length), side, args.batch)
+    if args.quick:
+        args.d, args.L, args.steps, args.memory = [128], [1024], 3, False
+    torch.set_num_threads(2)
+    env = {k: os.environ.get(k) for k in ("THP_MEM_ALLOC_ENABLE", "OMP_NUM_THREADS")}
+    print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "env": env}), flush=True)
+    results = []
+    for layer in args.layers:
+        for d in args.d:
+            for length in args.L:
+                result = run_one(layer, d, length, args)
+                print(json.dumps(result), flush=True)
+                results.append(result)
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""Numerical primitives shared by the S4 and DLR mixers: the FFT convolution y = K * u + D ⊙ u (causal or
+bidirectional) and the blocked power tables a^l of diagonal state matrices.
+
+Both run in float32 (float64 when given float64, for the tests) with autocast disabled: the SSM kernel and the
+spectra lose too much in bf16/fp16.
+
+Speed (2-core CPU, see benchmarks/README.md): the convolution works on small chunks of channels, FFTs a pre-zeroed
+2L buffer (instead of `n=2L` padding), multiplies spectra in place and writes its output straight into (B, L, H),
+so no (B, H, L) transpose or big temporary is ever allocated. The backward recomputes the input spectrum chunk by
+chunk instead of saving a (B, H, L+1) complex tensor.
+"""
+
+import math
+
+import torch
+from torch import Tensor
+
+# Channels x 2L floats of one FFT chunk (~2 MiB): small enough to stay in cache, large enough to amortise the
+# per-call overhead. 16 channels x 32768 was the fastest rfft layout measured on the 2-core machine.
+_CHUNK_ELEMENTS = 1 << 19
+
+
+def compute_dtype(tensor: Tensor) -> torch.dtype:
+    """float64 stays float64 (tests); everything else (fp32, bf16, fp16) is computed in float32."""
+    return torch.float64 if tensor.dtype == torch.float64 else torch.float32
+
+
+def _chunks(batch: int, hidden: int, length: int, device: torch.device) -> list[tuple[slice, slice]]:
+    """(batch slice, channel slice) pairs covering (B, H) in chunks of about `_CHUNK_ELEMENTS` / 2L channels.
+
+    Chunking is a CPU cache optimisation: on accelerators one chunk (everything at once) is faster.
+    """
+    if device.type != "cpu":
+        return [(slice(0, batch), slice(0, hidden))]
+    channels = max(1, _CHUNK_ELEMENTS // (2 * length))
+    if channels >= hidden:  # whole rows of H, several batch entries at a time
+        step_b = max(1, channels // hidden)
+        return [(slice(b, min(b + step_b, batch)), slice(0, hidden)) for b in range(0, batch, step_b)]
+    step_h = max(16, channels - channels % 16)  # 16 floats = one 64-byte cache line of a (B, L, H) row
+    return [
+        (slice(b, b + 1), slice(h, min(h + step_h, hidden))) for b in range(batch) for h in range(0, hidden, step_h)
+    ]
+
+
+def _padded(source: Tensor, cache: dict) -> Tensor:
+    """Copy (b, L, h) into the first half of a reused zero (b, h, 2L) buffer (the second half stays zero)."""
+    b, length, h = source.shape
+    key = (b, h)
+    if key not in cache:
+        cache[key] = source.new_zeros(b, h, 2 * length)
+    buffer = cache[key]
+    buffer[..., :length].copy_(source.transpose(1, 2))  # (b, h, L)
+    return buffer
+
+
+def _skip_out(y: Tensor, u: Tensor, D: Tensor, out: Tensor, cache: dict) -> None:
+    """out (b, L, h) = y[..., :L]ᵀ + D ⊙ u for y (b, h, 2L), u and out (b, L, h) strided views of (B, L, H)."""
+    length = u.shape[1]
+    if y.shape[0] == 1:  # a contiguous 2-D transpose first: torch's blocked transpose beats a strided addcmul
+        key = ("t", y.shape[1])
+        if key not in cache:
+            cache[key] = y.new_empty(length, y.shape[1])
+        transposed = cache[key].copy_(y[0, :, :length].T)  # (L, h)
+        torch.addcmul(transposed, u[0], D, out=out[0])
+    else:
+        torch.addcmul(y[..., :length].transpose(1, 2), u, D, out=out)
+
+
+class _FFTConv(torch.autograd.Function):
+    """y[b, t, h] = Σ_s k[h, (t - s) mod 2L] u[b, s, h] + D[h] u[b, t, h] for a 2L-periodic kernel k (H, 2L).
+
+    The kernel of positive lags sits at k[:, :L], that of negative lags -j at k[:, 2L - j]; zero padding of u to
+    2L makes the circular convolution linear (no wrap-around).
+    """
+
+    @staticmethod
+    def forward(ctx, u: Tensor, kernel: Tensor, D: Tensor) -> Tensor:
+        batch, length, hidden = u.shape
+        kernel_f = torch.fft.rfft(kernel)  # (H, L+1)
+        out = torch.empty_like(u)  # (B, L, H)
+        buffers: dict = {}
+        for bs, hs in _chunks(batch, hidden, length, u.device):
+            spectrum = torch.fft.rfft(_padded(u[bs, :, hs], buffers))  # (b, h, L+1)
+            spectrum.mul_(kernel_f[hs])  # convolution theorem, in place
+            y = torch.fft.irfft(spectrum, n=2 * length)  # (b, h, 2L)
+            _skip_out(y, u[bs, :, hs], D[hs], out[bs, :, hs], buffers)  # (b, L, h)
+        ctx.save_for_backward(u, kernel_f, D)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        u, kernel_f, D = ctx.saved_tensors
+        batch, length, hidden = u.shape
+        grad_out = grad_out.contiguous()
+        need_u, need_k, need_d = ctx.needs_input_grad
+        grad_u = torch.empty_like(u) if need_u else None
+        grad_kf = torch.zeros_like(kernel_f) if need_k else None  # (H, L+1)
+        grad_d = torch.zeros_like(D) if need_d else None
+        kernel_conj = kernel_f.conj_physical()  # (H, L+1)
+        u_buffers: dict = {}
+        g_buffers: dict = {}
+        for bs, hs in _chunks(batch, hidden, length, u.device):
+            g_padded = _padded(grad_out[bs, :, hs], g_buffers)  # (b, h, 2L)
+            g_spectrum = torch.fft.rfft(g_padded)  # (b, h, L+1)
+            if need_k or need_d:
+                u_padded = _padded(u[bs, :, hs], u_buffers)  # (b, h, 2L)
+            if need_d:
+                grad_d[hs].add_((u_padded[..., :length] * g_padded[..., :length]).sum((0, 2)))  # (h,)
+            if need_k:
+                # dL/dk[j] = Σ_t g[t] u[t - j]: a correlation, spectrum G·conj(U) summed over the batch
+                product = torch.fft.rfft(u_padded).conj_physical_().mul_(g_spectrum)  # (b, h, L+1)
+                grad_kf[hs].add_(product[0] if product.shape[0] == 1 else product.sum(0))  # (h, L+1)
+            if need_u:
+                # dL/du[s] = Σ_t g[t] k[t - s]: correlation with the kernel, spectrum G·conj(K)
+                y = torch.fft.irfft(g_spectrum.mul_(kernel_conj[hs]), n=2 * length)  # (b, h, 2L)
+                _skip_out(y, grad_out[bs, :, hs], D[hs], grad_u[bs, :, hs], g_buffers)  # (b, L, h)
+        grad_kernel = torch.fft.irfft(grad_kf, n=2 * length) if need_k else None  # (H, 2L)
+        return grad_u, grad_kernel, grad_d
+
+
+def periodic_kernel(kernel: Tensor, length: int) -> Tensor:
+    """(C, H, Lk) kernels, Lk >= L -> (H, 2L) kernel of the circular convolution of length 2L.
+
+    C = 1: causal, lags 0..L-1. C = 2: bidirectional, kernel[0] at lags 0..L-1 and kernel[1] flipped and shifted to
+    lags -1..-L (position 2L-1-j holds lag -(j+1)), so D ⊙ u alone covers lag 0 of the backward direction.
+    """
+    forward = kernel[0, :, :length]  # (H, L)
+    if kernel.shape[0] == 1:
+        backward = forward.new_zeros(forward.shape)  # (H, L)
+    else:
+        backward = kernel[1, :, :length].flip(-1)  # (H, L)
+    return torch.cat([forward, backward], dim=-1)  # (H, 2L)
+
+
+def fft_conv(u: Tensor, kernel: Tensor, D: Tensor) -> Tensor:
+    """y = K * u + D ⊙ u along the length of u (B, L, H) for kernels (C, H, Lk), Lk >= L, and skip D (H,).
+
+    C = 1 is causal (y[t] sees u[<= t]); C = 2 is bidirectional (kernel[1] is the backward direction). Computed in
+    float32 (float64 for float64 inputs) with autocast disabled; returns (B, L, H) in the dtype of u.
+    """
+    if kernel.dim() != 3 or kernel.shape[0] not in (1, 2) or kernel.shape[-1] < u.shape[1]:
+        raise ValueError(f"fft_conv expects kernels (1 or 2, H, >= L={u.shape[1]}); got {tuple(kernel.shape)}.")
+    dtype = compute_dtype(u)
+    with torch.autocast(device_type=u.device.type, enabled=False):
+        periodic = periodic_kernel(kernel.to(dtype), u.shape[1])  # (H, 2L)
+        out = _FFTConv.apply(u.to(dtype).contiguous(), periodic, D.to(dtype))  # (B, L, H)
+    return out.to(u.dtype)
+
+
+def blocked_powers(log_a: Tensor, length: int, block: int | None = None) -> tuple[Tensor, Tensor, int]:
+    """a^l for l < length as the outer product a^(i·c) · a^j, l = i·c + j, block c (default ⌈√length⌉).
+
+    Only about N·(L/c + 2√c) complex exponentials instead of N·L (the complex-exp Vandermonde): the caller
+    contracts `coarse` (..., N, ⌈L/c⌉) and `fine` (..., N, c) with one matmul; `fine` itself is the product of two
+    smaller tables (a^(j1·s) a^j2, s ≈ √c). Exponents are formed in float64 so that the phase l·Im(log a) stays
+    exact for l up to 10^5; the tables come back as complex64 (complex128 for float64 inputs).
+    """
+    block = max(1, min(block or math.isqrt(max(length - 1, 0)) + 1, length))
+    out_dtype = torch.complex128 if log_a.dtype == torch.complex128 else torch.complex64
+    log_a = log_a.to(torch.complex128)
+
+    def table(count: int, multiplier: int) -> Tensor:  # a^(m·multiplier), m < count: (..., N, count)
+        exponent = log_a.unsqueeze(-1) * (torch.arange(count, device=log_a.device, dtype=torch.float64) * multiplier)
+        return torch.polar(exponent.real.exp(), exponent.imag).to(out_dtype)
+
+    sub = math.isqrt(block - 1) + 1
+    fine = table(-(-block // sub), sub).unsqueeze(-1) * table(sub, 1).unsqueeze(-2)  # (..., N, ⌈c/s⌉, s)
+    return table(-(-length // block), block), fine.flatten(-2)[..., :block], block
