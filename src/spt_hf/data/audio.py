@@ -7,6 +7,7 @@ clips become raw 16 kHz float waveforms in [-1, 1], padded with zeros (or cut) t
 from __future__ import annotations
 
 import io
+import struct
 import wave
 from pathlib import Path
 
@@ -15,7 +16,10 @@ import numpy as np
 from .spec import DataFormatError
 
 SAMPLE_RATE = 16_000
-WAV_FORMAT = "a PCM WAV file (8, 16 or 32 bit integer samples), mono or multi-channel"
+RATE_RANGE = (1_000, 384_000)  # Hz; outside it a header is corrupt (and resampling would take forever)
+WAV_FORMAT = (
+    f"a PCM WAV file (8, 16 or 32 bit integer samples), mono or multi-channel, {RATE_RANGE[0]}-{RATE_RANGE[1]} Hz"
+)
 
 
 def read_wav(source: str | Path | bytes, name: str | None = None) -> tuple[np.ndarray, int]:
@@ -24,13 +28,20 @@ def read_wav(source: str | Path | bytes, name: str | None = None) -> tuple[np.nd
     handle = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")  # noqa: SIM115
     try:
         with handle, wave.open(handle, "rb") as w:
-            rate, width, channels = w.getframerate(), w.getsampwidth(), w.getnchannels()
-            frames = w.readframes(w.getnframes())
-    except (wave.Error, EOFError) as err:
-        raise DataFormatError(f"{label}: cannot decode ({err}); expected {WAV_FORMAT}") from None
+            rate, width, channels, declared = w.getframerate(), w.getsampwidth(), w.getnchannels(), w.getnframes()
+            frames = w.readframes(declared)
+    except (wave.Error, EOFError, RuntimeError, struct.error) as err:  # wave raises RuntimeError on a bad chunk size
+        raise DataFormatError(f"{label}: cannot decode ({type(err).__name__}: {err}); expected {WAV_FORMAT}") from None
     dtypes = {1: np.uint8, 2: np.int16, 4: np.int32}
     if width not in dtypes:
         raise DataFormatError(f"{label}: {8 * width}-bit samples are not supported; expected {WAV_FORMAT}")
+    if not RATE_RANGE[0] <= rate <= RATE_RANGE[1]:
+        raise DataFormatError(f"{label}: sample rate {rate} Hz; expected {WAV_FORMAT}")
+    if len(frames) != declared * width * channels or declared == 0:
+        raise DataFormatError(
+            f"{label}: truncated or empty: the header declares {declared} frames of {width * channels} bytes, the "
+            f"file holds {len(frames)} bytes of samples; expected {WAV_FORMAT}"
+        )
     samples = np.frombuffer(frames, dtype=dtypes[width]).astype(np.float64)
     # 8-bit WAV is unsigned around 128; wider samples are signed
     samples = (samples - 128.0) / 128.0 if width == 1 else samples / float(2 ** (8 * width - 1))

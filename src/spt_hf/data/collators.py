@@ -32,6 +32,8 @@ def _round_up(n: int, multiple: int | None) -> int:
 
 def pad_tokens(seqs: list[Any], pad_to_multiple_of: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-pad token sequences with PAD: ``input_ids`` (B, L) long and ``attention_mask`` (B, L) long."""
+    if not seqs:
+        raise ValueError("cannot collate an empty batch")
     arrays = [np.asarray(s, dtype=np.int64).reshape(-1) for s in seqs]
     length = _round_up(max(a.shape[0] for a in arrays), pad_to_multiple_of)
     ids = np.full((len(arrays), length), PAD_ID, dtype=np.int64)  # (B, L)
@@ -45,8 +47,21 @@ def pad_tokens(seqs: list[Any], pad_to_multiple_of: int | None = None) -> tuple[
 def pad_values(
     seqs: list[Any], num_channels: int, pad_to_multiple_of: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad raw continuous sequences with zeros: values (B, L, C) float32 and ``attention_mask`` (B, L)."""
-    arrays = [np.asarray(s, dtype=np.float32).reshape(-1, num_channels) for s in seqs]  # each (L_i, C)
+    """Right-pad raw continuous sequences with zeros: values (B, L, C) float32 and ``attention_mask`` (B, L).
+
+    Each sequence is (L_i, C), or (L_i,) when C = 1; any other shape raises (reshaping an (L, 3) image into
+    3L steps of one channel would silently train on the wrong sequence).
+    """
+    if not seqs:
+        raise ValueError("cannot collate an empty batch")
+    arrays = []
+    for i, s in enumerate(seqs):
+        a = np.asarray(s, dtype=np.float32)
+        if a.ndim == 1 and num_channels == 1:
+            a = a.reshape(-1, 1)  # (L_i, 1)
+        if a.ndim != 2 or a.shape[1] != num_channels:
+            raise ValueError(f"example {i}: input_values of shape {a.shape}, expected (L, {num_channels})")
+        arrays.append(a)  # (L_i, C)
     length = _round_up(max(a.shape[0] for a in arrays), pad_to_multiple_of)
     values = np.zeros((len(arrays), length, num_channels), dtype=np.float32)  # (B, L, C)
     mask = np.zeros((len(arrays), length), dtype=np.int64)  # (B, L)

@@ -25,6 +25,8 @@ SPEECH_COMMANDS_WORDS = (
     "backward", "forward", "follow", "learn", "visual",
 )  # fmt: skip
 HUB_SPLITS = {"train": "train", "validation": "validation", "test": "test"}
+IMDB_FORMAT = "rows with 'text' (a string) and 'label' (0 neg, 1 pos)"
+CIFAR_FORMAT = "rows with 'img' (a 32x32 image) and 'label' (0..9)"
 
 
 def locate_hub(task: str, hub_id: str, config: str | None, data_dir: str | Path | None) -> Source:
@@ -70,22 +72,29 @@ def open_hub(source: Source, splits: Sequence[str]) -> dict[str, datasets.Datase
     return {s: loaded[s] for s in splits}
 
 
-def _require(ds: datasets.Dataset, columns: Sequence[str], what: str) -> None:
+def require_columns(ds: datasets.Dataset, columns: Sequence[str], what: str) -> None:
+    """Raise :class:`DataFormatError` naming the missing columns and those found."""
     missing = [c for c in columns if c not in ds.column_names]
     if missing:
-        raise DataFormatError(f"{what}: columns {missing} are missing (found {ds.column_names})")
+        raise DataFormatError(
+            f"{what}: columns {missing} are missing (found {ds.column_names}); expected {list(columns)}"
+        )
 
 
 def imdb_examples(ds: datasets.Dataset, max_length: int, append_eos: bool) -> Callable[[], Iterator[dict]]:
     """IMDb rows (``text``, ``label``) as UTF-8 byte ids truncated to ``max_length``."""
-    _require(ds, ["text", "label"], "imdb")
+    require_columns(ds, ["text", "label"], "imdb")
     keep = max_length - 1 if append_eos else max_length
     tail = [EOS_ID] if append_eos else []
 
     def gen() -> Iterator[dict]:
         for i, ex in enumerate(ds):
             if ex["label"] not in (0, 1):
-                raise DataFormatError(f"imdb item {i}: label {ex['label']!r} is not 0 (neg) or 1 (pos)")
+                raise DataFormatError(
+                    f"imdb item {i}: label {ex['label']!r} is not 0 (neg) or 1 (pos); expected {IMDB_FORMAT}"
+                )
+            if not isinstance(ex["text"], str):
+                raise DataFormatError(f"imdb item {i}: text {ex['text']!r} is not a string; expected {IMDB_FORMAT}")
             yield {"input_ids": BYTE_VOCAB.encode_text(ex["text"], keep) + tail, "label": ex["label"]}
 
     return gen
@@ -93,15 +102,21 @@ def imdb_examples(ds: datasets.Dataset, max_length: int, append_eos: bool) -> Ca
 
 def cifar_examples(ds: datasets.Dataset, rgb: bool) -> Callable[[], Iterator[dict]]:
     """CIFAR-10 rows (``img``, ``label``) as raster-order pixels: grey (ITU-R 601 luma, L=1024, C=1) or RGB (C=3)."""
-    _require(ds, ["img", "label"], "cifar10")
+    require_columns(ds, ["img", "label"], "cifar10")
 
     def gen() -> Iterator[dict]:
         for i, ex in enumerate(ds):
             img: Image.Image = ex["img"]
+            if not isinstance(img, Image.Image):
+                raise DataFormatError(f"cifar10 item {i}: 'img' is {type(img).__name__}; expected {CIFAR_FORMAT}")
             if img.size != (32, 32):
-                raise DataFormatError(f"cifar10 item {i}: image is {img.size[0]}x{img.size[1]}, expected 32x32")
-            if not 0 <= ex["label"] < 10:
-                raise DataFormatError(f"cifar10 item {i}: label {ex['label']} is outside 0..9")
+                raise DataFormatError(
+                    f"cifar10 item {i}: image is {img.size[0]}x{img.size[1]}; expected {CIFAR_FORMAT}"
+                )
+            if not isinstance(ex["label"], int) or not 0 <= ex["label"] < 10:
+                raise DataFormatError(
+                    f"cifar10 item {i}: label {ex['label']!r} is outside 0..9; expected {CIFAR_FORMAT}"
+                )
             pixels = np.asarray(img.convert("RGB" if rgb else "L"), dtype=np.float32)  # (32, 32[, 3])
             yield {"input_values": pixels.reshape(1024, 3 if rgb else 1), "label": ex["label"]}
 
@@ -113,7 +128,7 @@ def speech_commands_examples(ds: datasets.Dataset) -> Callable[[], Iterator[dict
 
     Rows whose label is not one of the 35 words (``_silence_``) are dropped, as in the paper's 35-way task.
     """
-    _require(ds, ["audio", "label"], "speech_commands")
+    require_columns(ds, ["audio", "label"], "speech_commands")
     names = ds.features["label"].names if isinstance(ds.features["label"], datasets.ClassLabel) else None
     if names is None:
         raise DataFormatError("speech_commands: the label column must be a ClassLabel with the word names")
@@ -123,12 +138,23 @@ def speech_commands_examples(ds: datasets.Dataset) -> Callable[[], Iterator[dict
 
     def gen() -> Iterator[dict]:
         for i, ex in enumerate(raw):
+            if not isinstance(ex["label"], int) or not 0 <= ex["label"] < len(remap):  # -1 would wrap around
+                raise DataFormatError(
+                    f"speech_commands item {i}: label {ex['label']!r} is outside 0..{len(remap) - 1}; expected a "
+                    "ClassLabel index"
+                )
             label = int(remap[ex["label"]])
             if label < 0:
                 continue
-            audio = ex["audio"]
-            data = audio.get("bytes") or Path(audio["path"]).read_bytes()
-            samples, rate = read_wav(data, name=f"speech_commands item {i} ({audio.get('path')})")
+            audio = ex["audio"] or {}
+            name = f"speech_commands item {i} ({audio.get('path')})"
+            if audio.get("bytes"):
+                data = audio["bytes"]
+            elif audio.get("path") and Path(audio["path"]).is_file():
+                data = Path(audio["path"]).read_bytes()
+            else:
+                raise DataFormatError(f"{name}: no audio bytes and no readable file; expected a PCM WAV clip")
+            samples, rate = read_wav(data, name=name)
             yield {"input_values": to_fixed_length(samples, rate), "label": label}
 
     return gen

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -69,21 +70,31 @@ def locate_fashion_mnist(data_dir: str | Path | None) -> Source:
     return Source(root=root, files=tuple(root / n for n in names))
 
 
-def read_idx(path: Path, magic: int) -> np.ndarray:
-    """Read one gzipped IDX file of unsigned bytes; checks the magic number and the declared sizes."""
+def read_idx(path: Path, magic: int, max_bytes: int = 2**31) -> np.ndarray:
+    """Read one gzipped IDX file of unsigned bytes; checks the magic number and the declared sizes.
+
+    Only the declared number of bytes (at most ``max_bytes``) is decompressed, so a corrupt header or a
+    decompression bomb cannot exhaust memory.
+    """
+    ndim = magic - 2048
+    offset = 4 + 4 * ndim
     try:
         with gzip.open(path, "rb") as f:
-            data = f.read()
-    except (OSError, EOFError) as err:
-        raise DataFormatError(f"{path}: cannot read ({err}); expected {IDX_FORMAT}") from None
-    ndim = magic - 2048
-    if len(data) < 4 + 4 * ndim or int.from_bytes(data[:4], "big") != magic:
-        raise DataFormatError(f"{path}: bad header (expected magic {magic}); expected {IDX_FORMAT}")
-    dims = [int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
-    offset = 4 + 4 * ndim
-    if len(data) - offset != int(np.prod(dims)):
-        raise DataFormatError(f"{path}: header says {dims} but holds {len(data) - offset} bytes; expected {IDX_FORMAT}")
-    return np.frombuffer(data, dtype=np.uint8, offset=offset).reshape(dims)
+            header = f.read(offset)
+            if len(header) < offset or int.from_bytes(header[:4], "big") != magic:
+                raise DataFormatError(f"{path}: bad header (expected magic {magic}); expected {IDX_FORMAT}")
+            dims = [int.from_bytes(header[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
+            size = 1
+            for d in dims:
+                size *= d
+            if size > max_bytes:
+                raise DataFormatError(f"{path}: header says {dims}, over {max_bytes} bytes; expected {IDX_FORMAT}")
+            data = f.read(size + 1)
+    except (OSError, EOFError, zlib.error) as err:
+        raise DataFormatError(f"{path}: cannot read ({type(err).__name__}: {err}); expected {IDX_FORMAT}") from None
+    if len(data) != size:
+        raise DataFormatError(f"{path}: header says {dims} but holds {len(data)} bytes; expected {IDX_FORMAT}")
+    return np.frombuffer(data, dtype=np.uint8).reshape(dims)
 
 
 def fashion_mnist_examples(root: Path, split: str, limit: int | None) -> Callable[[], Iterator[dict]]:
@@ -112,6 +123,8 @@ def locate_spoken_digits(data_dir: str | Path | None) -> Source:
     root = Path(data_dir).expanduser() if data_dir is not None else ASTERISK_SOUNDS_DIR
     seen: dict[Path, Path] = {}
     for path in sorted(root.glob("*/digits/[0-9].wav")) if root.is_dir() else []:
+        if not path.is_file():  # a named pipe would block the read
+            continue
         seen.setdefault(path.resolve(), path)  # en, en_US -> en_US_f_Allison are symlinks to one voice
     if not seen:
         raise FileNotFoundError(

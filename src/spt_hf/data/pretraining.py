@@ -9,8 +9,10 @@ canonical bytes), as a digest for ``results.json`` and a sorted array of 8-byte 
 from __future__ import annotations
 
 import hashlib
+import os
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import datasets
@@ -71,8 +73,39 @@ class DataFingerprint:
 
     @classmethod
     def from_hashes(cls, hashes: np.ndarray, digest: str = "", num_examples: int = 0) -> DataFingerprint:
-        """Rebuild from a saved hash array (the digest is informative only)."""
-        return cls(digest, num_examples or int(hashes.size), np.unique(np.asarray(hashes, dtype=np.uint64)))
+        """Rebuild from a saved hash array (the digest is informative only); it must be 1-D integers."""
+        hashes = np.asarray(hashes)
+        if hashes.ndim != 1 or hashes.dtype.kind not in "ui":
+            raise ValueError(
+                f"fingerprint hashes must be a 1-D integer array, got {hashes.dtype} of shape {hashes.shape}"
+            )
+        return cls(digest, num_examples or int(hashes.size), np.unique(hashes.astype(np.uint64)))
+
+    @classmethod
+    def load(cls, path: str | Path) -> DataFingerprint:
+        """Read a hash array saved with ``np.save`` (e.g. from a Hub checkpoint): a plain ``.npy``, never unpickled.
+
+        The header is checked against the file size before anything is allocated (a forged shape cannot exhaust
+        memory); object arrays, which would need pickle, are refused.
+        """
+        readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+        with open(path, "rb") as f:
+            try:
+                version = np.lib.format.read_magic(f)
+                if version not in readers:
+                    raise ValueError(f".npy format version {version} is not supported")
+                shape, fortran_order, dtype = readers[version](f)
+                if dtype.hasobject:
+                    raise ValueError("object arrays would need pickle")
+                size = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                held = os.fstat(f.fileno()).st_size - f.tell()
+                if held != size:
+                    raise ValueError(f"the header declares {size} bytes of data, the file holds {held}")
+                data = f.read(size)
+            except (ValueError, EOFError, OSError) as err:
+                raise ValueError(f"{path}: not a plain .npy array of fingerprint hashes ({err})") from None
+        hashes = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran_order else "C")
+        return cls.from_hashes(hashes)
 
 
 def fingerprint_info(dataset: datasets.Dataset) -> DataFingerprint:

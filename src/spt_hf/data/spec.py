@@ -10,6 +10,7 @@ files; the fields a user may change are listed in its ``OPTIONS``.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -29,6 +30,27 @@ LOAD_OPTIONS = ("cache_dir", "split_seed", "validation_from", "num_train_example
 
 class DataFormatError(ValueError):
     """A data file does not have the expected format; the message names the file, the line or item, and the format."""
+
+
+def text_lines(path: Path, fmt: str, newline: str | None = "") -> Iterator[tuple[int, str]]:
+    """Numbered lines of a UTF-8 text file, line ends kept and a leading byte-order mark dropped.
+
+    Bytes that are not UTF-8 raise :class:`DataFormatError` naming the line and column (a text-mode ``open``
+    would raise a bare ``UnicodeDecodeError`` a whole read-ahead buffer later, naming no line).
+    """
+    with open(path, encoding="utf-8", errors="surrogateescape", newline=newline) as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.isascii():  # rare: only then look for undecodable bytes (kept as lone surrogates)
+                line = line.removeprefix("\ufeff") if lineno == 1 else line
+                try:
+                    line.encode("utf-8")
+                except UnicodeEncodeError as err:
+                    byte = ord(line[err.start]) - 0xDC00
+                    raise DataFormatError(
+                        f"{path}:{lineno}: not UTF-8 text (byte 0x{byte:02X} at column {err.start + 1}); "
+                        f"expected format: {fmt}"
+                    ) from None
+            yield lineno, line
 
 
 @dataclass(frozen=True)

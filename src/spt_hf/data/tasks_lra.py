@@ -23,9 +23,17 @@ PIXELS_TO_UNIT = Normalization((127.5,), (127.5,))  # Pathfinder: [0, 255] -> [-
 SPLITS = ("train", "validation", "test")
 
 
-def _hub_override(source: Source, convert: Callable[[dict, str], dict]) -> RawSplits:
-    """Raw splits of a user-given Hub dataset (``hub_id`` option) converted row by row."""
+def _hub_override(
+    source: Source, columns: dict[str, str], needed: tuple[str, ...], convert: Callable[[dict, str], dict]
+) -> RawSplits:
+    """Raw splits of a user-given Hub dataset (``hub_id`` option, ``hub_columns`` mapping) converted row by row."""
+    if set(columns) != set(needed):
+        raise ValueError(f"hub_columns={columns}: expected exactly the keys {list(needed)} (our field -> your column)")
     opened = hub.open_hub(source, SPLITS)
+    for name, ds in opened.items():
+        hub.require_columns(
+            ds, list(columns.values()), f"{source.hub_id or source.root} {name} (hub_columns={columns})"
+        )
 
     def split_gen(name: str) -> Callable[[], Iterator[dict]]:
         where = source.hub_id or source.root
@@ -79,7 +87,10 @@ class ListOpsTask(TaskSpec):
             }
         cols = dict(self.hub_columns)
         return _hub_override(
-            source, lambda ex, w: lra.listops_example(ex[cols["source"]], ex[cols["target"]], keep, tail, w)
+            source,
+            cols,
+            ("source", "target"),
+            lambda ex, w: lra.listops_example(ex[cols["source"]], ex[cols["target"]], keep, tail, w),
         )
 
 
@@ -118,7 +129,10 @@ class RetrievalTask(TaskSpec):
             }
         c = dict(self.hub_columns)
         return _hub_override(
-            source, lambda ex, w: lra.aan_example(ex[c["label"]], ex[c["text1"]], ex[c["text2"]], keep, tail, w)
+            source,
+            c,
+            ("label", "text1", "text2"),
+            lambda ex, w: lra.aan_example(ex[c["label"]], ex[c["text1"]], ex[c["text2"]], keep, tail, w),
         )
 
 
@@ -179,6 +193,22 @@ class SCifarTask(ImageTask):
     normalization: Normalization | None = CIFAR_RGB
 
 
+MANIFEST = 'expected {"train": ["0.npy", ...], "validation": [...], "test": [...]}'
+
+
+def _read_manifest(path: Path) -> dict[str, list[str]]:
+    """The ``splits.json`` written by ``spt-hf generate-data``: metadata file names per split."""
+    try:
+        names = json.loads(path.read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataFormatError(f"{path}: not JSON ({err}); {MANIFEST}") from None
+    if not isinstance(names, dict) or not all(
+        isinstance(v, list) and all(isinstance(n, str) for n in v) for v in names.values()
+    ):
+        raise DataFormatError(f"{path}: not a mapping of split names to lists of file names; {MANIFEST}")
+    return names
+
+
 @dataclass(frozen=True)
 class PathfinderTask(TaskSpec):
     """Pathfinder (32 px, L = 1024): are the two marked dots connected? 80/10/10 of the release images.
@@ -221,14 +251,11 @@ class PathfinderTask(TaskSpec):
         manifest = folder / "splits.json"
         if not manifest.is_file():
             return {"pool": lambda: lra.read_pathfinder(folder, meta, self.resolution)}
-        names = json.loads(manifest.read_text())
+        names = _read_manifest(manifest)
         by_name = {p.name: p for p in meta}
         missing = [n for s in SPLITS for n in names.get(s, ["<missing split>"]) if n not in by_name]
         if missing:
-            raise DataFormatError(
-                f"{manifest}: lists {missing} that are not in {folder / 'metadata'}; expected "
-                '{"train": ["0.npy", ...], "validation": [...], "test": [...]}'
-            )
+            raise DataFormatError(f"{manifest}: lists {missing} that are not in {folder / 'metadata'}; {MANIFEST}")
         return {
             s: (lambda files=[by_name[n] for n in names[s]]: lra.read_pathfinder(folder, files, self.resolution))
             for s in SPLITS

@@ -3,6 +3,10 @@
 A ``.ts`` file is a header of ``@key value`` lines (``#`` comments allowed) closed by ``@data``, then one series
 per line: the dimensions separated by ``:``, the values of a dimension by ``,``, and the target last (a float
 for regression files, which declare ``@targetLabel true``).
+
+Missing values (``?``, ``NaN``, ``inf``) are refused with an error naming the file, the line, the dimension and
+the step: the models cannot train on them, and how to fill them (interpolation, a mask channel) is the user's
+choice, to be made before loading.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .spec import DataFormatError, Source
+from .spec import DataFormatError, Source, text_lines
 
 TS_FORMAT = (
     "a .ts file: '@key value' header lines, '@targetLabel true', '@data', then one series per line as "
@@ -64,42 +68,68 @@ def _parse_header(path: Path, lines: Iterator[tuple[int, str]]) -> dict[str, str
     raise DataFormatError(f"{path}: no '@data' line; expected {TS_FORMAT}")
 
 
+def _parse_dimension(text: str, where: str, dim: int) -> np.ndarray:
+    """One dimension ``v,v,...`` as float64; a missing, non-numeric or non-finite value names its step."""
+    fields = text.split(",")
+    try:
+        values = np.array(fields, dtype=np.float64)  # (L,)
+    except ValueError:
+        values = None
+    finite = np.isfinite(values) if values is not None else [_is_finite(f) for f in fields]
+    if not np.all(finite):
+        step = int(np.argmin(finite))
+        raise DataFormatError(
+            f"{where}: dimension {dim}, step {step}: value {fields[step].strip()!r} is missing, not a number or not "
+            f"finite (missing values are refused: fill them before loading); expected {TS_FORMAT}"
+        )
+    return values
+
+
+def _is_finite(text: str) -> bool:
+    try:
+        return bool(np.isfinite(float(text)))
+    except ValueError:
+        return False
+
+
 def read_ts(path: Path, num_channels: int) -> Iterator[tuple[np.ndarray, float]]:
     """Series of shape (L, C) as float32 and float targets of one regression ``.ts`` file."""
-    with open(path, encoding="utf-8") as f:
-        lines = enumerate(f, start=1)
-        header = _parse_header(path, lines)
-        if header.get("targetlabel", "").lower() != "true":
+    lines = text_lines(path, TS_FORMAT, newline=None)
+    header = _parse_header(path, lines)
+    if header.get("targetlabel", "").lower() != "true":
+        raise DataFormatError(
+            f"{path}: not a regression file ('@targetLabel true' missing; found {sorted(header)}); expected {TS_FORMAT}"
+        )
+    if header.get("timestamps", "false").lower() == "true":
+        raise DataFormatError(f"{path}: series with timestamps are not supported; expected {TS_FORMAT}")
+    empty = True
+    for lineno, line in lines:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        where = f"{path}:{lineno}"
+        *dims, target = line.split(":")
+        if len(dims) != num_channels:
             raise DataFormatError(
-                f"{path}: not a regression file ('@targetLabel true' missing; found "
-                f"{sorted(header)}); expected {TS_FORMAT}"
+                f"{where}: {len(dims)} dimensions, expected {num_channels} "
+                f"(pass num_channels={len(dims)} if that is right); expected {TS_FORMAT}"
             )
-        if header.get("timestamps", "false").lower() == "true":
-            raise DataFormatError(f"{path}: series with timestamps are not supported; expected {TS_FORMAT}")
-        for lineno, line in lines:
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            *dims, target = line.split(":")
-            if len(dims) != num_channels:
-                raise DataFormatError(
-                    f"{path}:{lineno}: {len(dims)} dimensions, expected {num_channels} "
-                    f"(pass num_channels={len(dims)} if that is right); expected {TS_FORMAT}"
-                )
-            try:
-                series = [np.array(d.split(","), dtype=np.float64) for d in dims]
-                value = float(target)
-            except ValueError as err:
-                raise DataFormatError(f"{path}:{lineno}: {err}; expected {TS_FORMAT}") from None
-            if len({s.shape[0] for s in series}) != 1:
-                raise DataFormatError(
-                    f"{path}:{lineno}: dimensions of different lengths "
-                    f"{[s.shape[0] for s in series]}; expected {TS_FORMAT}"
-                )
-            values = np.stack(series, axis=1).astype(np.float32)  # (L, C)
-            if not (np.isfinite(values).all() and np.isfinite(value)):
-                raise DataFormatError(f"{path}:{lineno}: missing or non-finite values; expected {TS_FORMAT}")
-            yield values, value
+        series = [_parse_dimension(d, where, i) for i, d in enumerate(dims)]
+        if not _is_finite(target):
+            raise DataFormatError(
+                f"{where}: target {target.strip()!r} is missing or not a finite number; expected {TS_FORMAT}"
+            )
+        if len({s.shape[0] for s in series}) != 1:
+            raise DataFormatError(
+                f"{where}: dimensions of different lengths {[s.shape[0] for s in series]}; expected {TS_FORMAT}"
+            )
+        values = np.stack(series, axis=1).astype(np.float32)  # (L, C)
+        if not np.isfinite(values).all():  # finite in float64, beyond float32's range
+            raise DataFormatError(f"{where}: values beyond the float32 range; expected {TS_FORMAT}")
+        empty = False
+        yield values, float(target)
+    if empty:
+        raise DataFormatError(f"{path}: no series after '@data'; expected {TS_FORMAT}")
 
 
 def ts_examples(path: Path, num_channels: int, max_length: int) -> Callable[[], Iterator[dict]]:
