@@ -64,7 +64,7 @@ else:
 import torch
 import spt_hf
 from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification
-inputs = torch.load(ARGS["inputs"])
+inputs = torch.load(ARGS["inputs"], weights_only=True)
 mlm = AutoModelForMaskedLM.from_pretrained("tester/tiny-spt").eval()
 cls = AutoModelForSequenceClassification.from_pretrained("tester/tiny-spt", revision="finetuned").eval()
 assert type(mlm).__module__.startswith("spt_hf.")
@@ -77,7 +77,7 @@ import hashlib, sys, torch
 from huggingface_hub import HfApi, ModelCard, hf_hub_download
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSequenceClassification
 from transformers import GenerationConfig
-inputs = torch.load(ARGS["inputs"])
+inputs = torch.load(ARGS["inputs"], weights_only=True)
 heads = {
     "causal_lm": (AutoModelForCausalLM, "tester/tiny-causal", None),
     "spt_mlm": (AutoModelForMaskedLM, "tester/tiny-spt", None),
@@ -158,7 +158,7 @@ def pulled(pushed, hub_client):
     args = {"inputs": str(pushed["tmp"] / "inputs.pt"), "logits": str(pushed["tmp"] / "logits_without_spt_hf.pt")}
     process = hub_client.run(PULL_WITHOUT_SPT_HF, args, without_spt_hf=True)
     info = json.loads(process.stdout.split("INFO ", 1)[1])
-    return {"info": info, "logits": torch.load(args["logits"])}
+    return {"info": info, "logits": torch.load(args["logits"], weights_only=True)}
 
 
 def local_outputs(tiny_run: Path, causal: Path, inputs: dict) -> dict:
@@ -209,7 +209,7 @@ def test_push_phase_pushes_what_the_recipe_asks(pushed, hub_server):
 
 
 def test_pushed_heads_load_without_spt_hf_and_give_the_local_logits(pulled, pushed, tiny_run):
-    inputs = torch.load(pushed["tmp"] / "inputs.pt")
+    inputs = torch.load(pushed["tmp"] / "inputs.pt", weights_only=True)
     local = local_outputs(tiny_run, pushed["causal"], inputs)
     assert set(pulled["logits"]) == set(local)
     for name, expected in local.items():
@@ -218,8 +218,8 @@ def test_pushed_heads_load_without_spt_hf_and_give_the_local_logits(pulled, push
 
 
 def test_spt_hf_loads_the_pushed_repo_without_trust_remote_code(pushed, tiny_run):
-    inputs = torch.load(pushed["tmp"] / "inputs.pt")
-    with_spt_hf = torch.load(pushed["tmp"] / "logits_with_spt_hf.pt")
+    inputs = torch.load(pushed["tmp"] / "inputs.pt", weights_only=True)
+    with_spt_hf = torch.load(pushed["tmp"] / "logits_with_spt_hf.pt", weights_only=True)
     local = local_outputs(tiny_run, pushed["causal"], inputs)
     for name in ("spt_mlm", "branch_cls"):
         torch.testing.assert_close(with_spt_hf[name], local[name], rtol=0, atol=1e-6, msg=name)

@@ -145,7 +145,9 @@ def finetune(recipe: Recipe, callbacks: list | None = None) -> dict:
         folder = checkpoint_folder(source)  # a Hub id: its snapshot, so a pushed checkpoint gets the same checks
         _check_architecture(recipe, str(folder))
         verify_recorded_digests(folder)  # a flipped byte since the SPT phase wrote it -> checksum error
-        model = head_auto.from_pretrained(source, trust_remote_code=recipe.model.trust_remote_code, **head_fields)
+        model = head_auto.from_pretrained(  # safetensors only: no pickled weights from user or Hub files
+            source, trust_remote_code=recipe.model.trust_remote_code, use_safetensors=True, **head_fields
+        )
         init = "spt" if (folder / FINGERPRINT_FILE).is_file() else "pretrained"
         if hasattr(model, "base_model_prefix") and any(folder.glob("*.safetensors")):
             verify_backbone_transfer(model, folder)  # every backbone tensor came from the checkpoint ...
@@ -249,7 +251,7 @@ def _check_leakage(recipe: Recipe, task: TaskData, source: str) -> None:
     path = Path(source, FINGERPRINT_FILE)
     if not path.is_file():
         return
-    seen = DataFingerprint.from_hashes(np.load(path))
+    seen = DataFingerprint.load(path)  # a plain .npy read without pickle, its header checked against its size
     for split in ("validation", "test"):
         check_no_overlap(seen, task.splits[split], allow_overlap=recipe.spt.allow_eval_overlap, name=split)
 
