@@ -1,6 +1,7 @@
 """The HF Trainer with spt_hf's optimiser groups, fixed evaluation masks, and the metrics of each phase."""
 
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -41,25 +42,25 @@ class SPTTrainer(Trainer):
         if checkpoint and hasattr(self.data_collator, "load_state_dict") and path.is_file():
             self.data_collator.load_state_dict(torch.load(path, weights_only=True))
 
-    def evaluate(self, *args, **kwargs):
+    @contextmanager
+    def _evaluation_collator(self):
+        """Swap in a fresh fixed-seed collator for one evaluation, then restore the training collator."""
         if self.eval_collator_factory is None:
-            return super().evaluate(*args, **kwargs)
-        train_collator = self.data_collator
-        self.data_collator = self.eval_collator_factory()
+            yield
+            return
+        train_collator, self.data_collator = self.data_collator, self.eval_collator_factory()
         try:
-            return super().evaluate(*args, **kwargs)
+            yield
         finally:
             self.data_collator = train_collator
 
+    def evaluate(self, *args, **kwargs):
+        with self._evaluation_collator():
+            return super().evaluate(*args, **kwargs)
+
     def predict(self, *args, **kwargs):
-        if self.eval_collator_factory is None:
+        with self._evaluation_collator():
             return super().predict(*args, **kwargs)
-        train_collator = self.data_collator
-        self.data_collator = self.eval_collator_factory()
-        try:
-            return super().predict(*args, **kwargs)
-        finally:
-            self.data_collator = train_collator
 
 
 def collator_state_file(args) -> str:
