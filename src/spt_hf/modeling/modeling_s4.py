@@ -17,6 +17,7 @@ from transformers import GenerationMixin
 from transformers import initialization as init
 
 from .configuration_s4 import S4Config
+from .configuration_sequence import SequenceModelConfig
 from .fftconv import blocked_powers, compute_dtype, fft_conv
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBackbone, SPTPreTrainedModel
@@ -455,7 +456,7 @@ class SSMMixer(nn.Module):
     also run recurrently (`init_state`, `step`) for generation.
     """
 
-    def __init__(self, config, layer_idx: int | None, kernel: nn.Module):
+    def __init__(self, config: SequenceModelConfig, layer_idx: int | None, kernel: nn.Module):
         super().__init__()
         self.config = config
         self.layer_idx = layer_idx
