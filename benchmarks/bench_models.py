@@ -43,7 +43,8 @@ def build(name: str, d: int, length: int, layers: int, window: int | None, devic
     else:
         kwargs.update(max_position_embeddings=length)
     config = AutoConfig.for_model(model_type, **kwargs)
-    return AutoModelForSequenceClassification.from_config(config, attn_implementation="sdpa").to(device)
+    attention = {"attn_implementation": "sdpa"} if model_type == "spt_rotary_transformer" else {}
+    return AutoModelForSequenceClassification.from_config(config, **attention).to(device)
 
 
 def build_llama(d: int, layers: int, device, vocab: int = 32):

@@ -56,7 +56,7 @@ def recipe_for(task: str, model: str, steps: int, batch: int, workers: int, out:
         **TASKS[task], **MODELS[model], "hidden_size": 128, "num_hidden_layers": 2, "objective": "masked",
         "per_device_train_batch_size": batch, "max_steps": steps, "eval_strategy": "no", "save_strategy": "no",
         "load_best_model_at_end": False, "logging_steps": 10, "disable_tqdm": True, "seed": 0,
-        "dataloader_num_workers": workers, "output_dir": str(out),
+        "dataloader_num_workers": workers, "max_grad_norm": 0.0, "output_dir": str(out),
     }  # fmt: skip
     path = out / "recipe.json"
     path.parent.mkdir(parents=True, exist_ok=True)
