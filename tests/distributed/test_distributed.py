@@ -4,6 +4,7 @@ the pipeline trains, checkpoints once, evaluates every example once, and loads."
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -21,9 +22,17 @@ LAUNCH = [
 ]  # fmt: skip
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def launch(args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    """`accelerate launch` 2 gloo processes on a free rendezvous port (the default 29500 may be taken)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TRANSFORMERS_VERBOSITY": "info"}
-    result = subprocess.run(LAUNCH + args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    command = [*LAUNCH, "--main_process_port", str(free_port()), *args]
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     return result
 
