@@ -73,6 +73,7 @@ def main(out_path: str, mode: str = "ddp") -> None:
     if accelerator.is_main_process:
         torch.save(states, out_path)
     accelerator.wait_for_everyone()
+    accelerator.end_training()  # tear the process group down before exit (no gloo threads left running)
 
 
 if __name__ == "__main__":
