@@ -31,8 +31,13 @@ def free_port() -> int:
 def launch(args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     """`accelerate launch` 2 gloo processes on a free rendezvous port (the default 29500 may be taken)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TRANSFORMERS_VERBOSITY": "info"}
-    command = [*LAUNCH, "--main_process_port", str(free_port()), *args]
-    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    for _attempt in range(2):
+        command = [*LAUNCH, "--main_process_port", str(free_port()), *args]
+        result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+        # On a loaded 2-core machine gloo's teardown occasionally aborts a finished rank ("terminate called without
+        # an active exception", SIGABRT): that is the launcher, not the result under test, so it is retried once.
+        if result.returncode == 0 or "terminate called without an active exception" not in result.stderr:
+            break
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     return result
 
