@@ -4,11 +4,15 @@ Protocol (docs/benchmarks.md): forward + backward of one layer on (B, L, d) inpu
 hold the same weights, are checked to give the same outputs, and are timed interleaved (A, B, A, B, ...) in one
 process after warm-up steps; we report the ratio of medians, the median of per-pair ratios, the machine lower bound
 (matmul FLOPs / 196 GFLOP/s + FFT FLOPs / 16.7 GFLOP/s) and measured / lower bound. Peak memory is measured for
-each side in a separate subprocess (VmHWM, under an address-space limit). /proc/stat tells how much CPU other
-processes used during the timed loop; absolute numbers only count when that is below ~5%.
+each side in a separate subprocess (VmHWM, under an address-space limit), with the minor page faults and system
+CPU time of one steady-state step: the allocation churn of mapping fresh large tensors every step. /proc/stat tells
+how much CPU other processes used during the timed loop; absolute numbers only count when that is below ~5%.
+On a GPU (`--device cuda`, optionally `--dtype bf16` for autocast) the memory is the peak CUDA allocation and the
+CPU lower bound is not reported.
 
     python benchmarks/bench_layers.py --quick
     python benchmarks/bench_layers.py --layers s4 s4d --d 128 --L 1024 4096 16384 --steps 5
+    python benchmarks/bench_layers.py --device cuda --dtype bf16 --d 128 256 --no-memory
 """
 
 import argparse
@@ -117,7 +121,9 @@ class AttentionLayer(nn.Module):
         if source is not None:
             self.attention.load_state_dict(source.attention.state_dict())
         rotary = RotaryTransformerRotaryEmbedding(config)
-        self.cos, self.sin = rotary(torch.zeros(1, length, d), torch.arange(length).unsqueeze(0))
+        cos, sin = rotary(torch.zeros(1, length, d), torch.arange(length).unsqueeze(0))
+        self.register_buffer("cos", cos, persistent=False)  # buffers: they follow .to(device)
+        self.register_buffer("sin", sin, persistent=False)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.attention(hidden_states, position_embeddings=(self.cos, self.sin))
@@ -183,11 +189,20 @@ def _bound(matmul: float, fft: float) -> dict:
 # ----------------------------------------------------------------------------------------------------------------
 
 
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+AUTOCAST = {"dtype": torch.float32}  # set once by main()/probe(): the autocast dtype of every step
+
+
 def train_step(module: nn.Module, x: torch.Tensor, grad: torch.Tensor) -> float:
     module.zero_grad(set_to_none=True)
     x.grad = None
+    dtype = AUTOCAST["dtype"]
     start = time.perf_counter()
-    module(x).backward(grad)
+    with torch.autocast(device_type=x.device.type, dtype=dtype, enabled=dtype != torch.float32):
+        out = module(x)
+    out.backward(grad.to(out.dtype))
+    if x.device.type == "cuda":
+        torch.cuda.synchronize()
     return time.perf_counter() - start
 
 
@@ -232,9 +247,10 @@ def timed_pairs(ours: nn.Module, reference: nn.Module | None, x, grad, warmup: i
     return {"ours": times_ours, "reference": times_ref, "other_cpu": other}
 
 
-def probe_memory(layer: str, d: int, length: int, side: str, batch: int) -> dict:
-    """Run one configuration in a fresh subprocess and read its peak RSS."""
-    command = [sys.executable, __file__, "--probe", layer, str(d), str(length), side, "--batch", str(batch)]
+def probe_memory(layer: str, d: int, length: int, side: str, args) -> dict:
+    """Run one configuration in a fresh subprocess and read its peak memory and page faults."""
+    command = [sys.executable, __file__, "--probe", layer, str(d), str(length), side, "--batch", str(args.batch)]
+    command += ["--device", args.device, "--dtype", args.dtype]
     done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
@@ -242,22 +258,37 @@ def probe_memory(layer: str, d: int, length: int, side: str, batch: int) -> dict
     return json.loads(lines[-1])
 
 
-def probe(layer: str, d: int, length: int, side: str, batch: int) -> None:
-    """Subprocess body: setup, then two training steps of one side; prints peak and over-setup RSS in MiB."""
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
+def probe(layer: str, d: int, length: int, side: str, batch: int, device: torch.device) -> None:
+    """Subprocess body: setup, then three training steps of one side. Prints the peak and over-setup memory in MiB
+    (CPU: VmHWM; CUDA: peak allocation) and, for the third (steady-state) step, the minor page faults, the system
+    CPU seconds and their share of the step's CPU time."""
+    if device.type == "cpu":  # CUDA reserves a huge virtual address space: no limit there
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
     torch.set_num_threads(2)
     ours, reference, note = build(layer, d, length)
     module = ours if side == "ours" else reference
     if module is None:
         raise SystemExit(note)
-    x = torch.randn(batch, length, d, requires_grad=True)
-    grad = torch.randn(batch, length, d)
+    module.to(device)
+    x = torch.randn(batch, length, d, device=device, requires_grad=True)
+    grad = torch.randn(batch, length, d, device=device)
     setup = _status_mib("VmRSS")
     for _ in range(2):
         train_step(module, x, grad)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    seconds = train_step(module, x, grad)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    system = after.ru_stime - before.ru_stime
+    cpu = system + after.ru_utime - before.ru_utime
+    churn = {"faults_per_step": after.ru_minflt - before.ru_minflt, "system_s": round(system, 3)}
+    churn.update(system_share=round(system / max(cpu, 1e-9), 3), step_s=round(seconds, 3))
+    if device.type == "cuda":
+        peak = torch.cuda.max_memory_allocated() / 2**20
+        print(json.dumps({"peak_mib": round(peak), "over_setup_mib": round(peak), **churn}))
+        return
     # VmHWM, not ru_maxrss: Linux carries the parent's peak RSS over fork + exec into the child's ru_maxrss
     peak = _status_mib("VmHWM")
-    print(json.dumps({"peak_mib": round(peak), "over_setup_mib": round(peak - setup)}))
+    print(json.dumps({"peak_mib": round(peak), "over_setup_mib": round(peak - setup), **churn}))
 
 
 def _status_mib(field: str) -> float:
@@ -274,10 +305,13 @@ def _status_mib(field: str) -> float:
 
 
 def run_one(layer: str, d: int, length: int, args) -> dict:
+    device = torch.device(args.device)
     ours, reference, note = build(layer, d, length)
-    x = torch.randn(args.batch, length, d, requires_grad=True)
-    grad = torch.randn(args.batch, length, d)
-    result = {"layer": layer, "d": d, "L": length, "B": args.batch, "note": note}
+    ours, reference = ours.to(device), None if reference is None else reference.to(device)
+    x = torch.randn(args.batch, length, d, device=device, requires_grad=True)
+    grad = torch.randn(args.batch, length, d, device=device)
+    result = {"layer": layer, "d": d, "L": length, "B": args.batch, "device": args.device, "dtype": args.dtype}
+    result["note"] = note
     with torch.no_grad():
         y = ours(x)
     if args.wait_quiet:
@@ -288,45 +322,55 @@ def run_one(layer: str, d: int, length: int, args) -> dict:
                 result["max_abs_diff"] = (y - reference(x)).abs().max().item()
             result["max_abs_output"] = y.abs().max().item()
         timing = timed_pairs(ours, reference, x, grad, args.warmup, args.steps)
-    except (RuntimeError, MemoryError) as error:
-        if reference is None or not (isinstance(error, MemoryError) or "alloc" in str(error)):
+    except (RuntimeError, MemoryError) as error:  # torch.OutOfMemoryError is a RuntimeError
+        out_of_memory = isinstance(error, MemoryError) or "alloc" in str(error) or "out of memory" in str(error)
+        if reference is None or not out_of_memory:
             raise
+        torch.cuda.empty_cache() if device.type == "cuda" else None
         reference, result["note"] = None, f"reference out of memory under the {ADDRESS_SPACE_LIMIT >> 30} GiB limit"
         timing = timed_pairs(ours, None, x, grad, args.warmup, args.steps)
     tokens = args.batch * length
     median_ours = statistics.median(timing["ours"])
     result.update(ours_s=median_ours, ours_tok_s=tokens / median_ours, other_cpu=round(timing["other_cpu"], 3))
-    bound = lower_bound(layer, args.batch, d, length)
-    result.update(lower_bound_s=bound["seconds"], ours_over_bound=median_ours / bound["seconds"])
-    result.update(matmul_gflop=round(bound["matmul_gflop"], 2), fft_gflop=round(bound["fft_gflop"], 2))
+    bound = lower_bound(layer, args.batch, d, length) if device.type == "cpu" else None  # a CPU machine bound
+    if bound is not None:
+        result.update(lower_bound_s=bound["seconds"], ours_over_bound=median_ours / bound["seconds"])
+        result.update(matmul_gflop=round(bound["matmul_gflop"], 2), fft_gflop=round(bound["fft_gflop"], 2))
     if reference is not None:
         median_ref = statistics.median(timing["reference"])
         pairs = [r / o for r, o in zip(timing["reference"], timing["ours"])]
-        result.update(ref_s=median_ref, ref_tok_s=tokens / median_ref, ref_over_bound=median_ref / bound["seconds"])
+        result.update(ref_s=median_ref, ref_tok_s=tokens / median_ref)
+        if bound is not None:
+            result["ref_over_bound"] = median_ref / bound["seconds"]
         result.update(speedup_of_medians=median_ref / median_ours, median_pair_speedup=statistics.median(pairs))
     if args.memory:
-        result["ours_memory"] = probe_memory(layer, d, length, "ours", args.batch)
+        result["ours_memory"] = probe_memory(layer, d, length, "ours", args)
         if reference is not None:
-            result["ref_memory"] = probe_memory(layer, d, length, "reference", args.batch)
+            result["ref_memory"] = probe_memory(layer, d, length, "reference", args)
     return result
 
 
 def markdown(results: list[dict]) -> str:
     head = (
         "| layer | d | L | ours tok/s | ref tok/s | speedup (medians / pairs) | ours / bound | ref / bound "
-        "| peak MiB ours / ref | max abs diff | other CPU |\n|" + "---|" * 11
+        "| peak MiB ours / ref | page faults per step ours / ref | system CPU share ours / ref | max abs diff "
+        "| other CPU |\n|" + "---|" * 13
     )
     rows = [head]
+
+    def both(r: dict, key: str, fmt: str) -> str:
+        return " / ".join(
+            format(r[side][key], fmt) if key in r.get(side, {}) else "—" for side in ("ours_memory", "ref_memory")
+        )
+
     for r in results:
         speed = f"{r['speedup_of_medians']:.2f} / {r['median_pair_speedup']:.2f}" if "ref_s" in r else "—"
-        memory = "/".join(str(r.get(k, {}).get("peak_mib", "—")) for k in ("ours_memory", "ref_memory"))
-        rows.append(
-            f"| {r['layer']} | {r['d']} | {r['L']} | {r['ours_tok_s']:,.0f} | "
-            + (f"{r['ref_tok_s']:,.0f}" if "ref_s" in r else f"— ({r['note']})")
-            + f" | {speed} | {r['ours_over_bound']:.2f} | "
-            + (f"{r['ref_over_bound']:.2f}" if "ref_s" in r else "—")
-            + f" | {memory} | {r.get('max_abs_diff', float('nan')):.1e} | {100 * r['other_cpu']:.0f}% |"
-        )
+        reference = f"{r['ref_tok_s']:,.0f}" if "ref_s" in r else f"— ({r['note']})"
+        bounds = [f"{r[key]:.2f}" if key in r else "—" for key in ("ours_over_bound", "ref_over_bound")]
+        cells = [r["layer"], r["d"], r["L"], f"{r['ours_tok_s']:,.0f}", reference, speed, *bounds]
+        cells += [both(r, "peak_mib", ","), both(r, "faults_per_step", ","), both(r, "system_share", ".0%")]
+        cells += [f"{r.get('max_abs_diff', float('nan')):.1e}", f"{100 * r['other_cpu']:.0f}%"]
+        rows.append("| " + " | ".join(str(cell) for cell in cells) + " |")
     return "\n".join(rows)
 
 
@@ -343,15 +387,19 @@ def main() -> None:
     parser.add_argument(
         "--wait-quiet", type=float, default=0.0, help="wait up to this many seconds for other processes to go quiet"
     )
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--dtype", default="fp32", choices=list(DTYPES), help="bf16 = autocast (kernels stay fp32)")
     parser.add_argument("--probe", nargs=4, metavar=("LAYER", "D", "L", "SIDE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    AUTOCAST["dtype"] = DTYPES[args.dtype]
     if args.probe:
         layer, d, length, side = args.probe
-        return probe(layer, int(d), int(length), side, args.batch)
+        return probe(layer, int(d), int(length), side, args.batch, torch.device(args.device))
     if args.quick:
         args.d, args.L, args.steps, args.memory = [128], [1024], 3, False
     torch.set_num_threads(2)
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
+    if args.device == "cpu":  # CUDA reserves a huge virtual address space: no limit there
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
     env = {k: os.environ.get(k) for k in ("THP_MEM_ALLOC_ENABLE", "OMP_NUM_THREADS")}
     print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "env": env}), flush=True)
     results = []

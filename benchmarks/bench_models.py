@@ -3,17 +3,19 @@
 For every (model, d, L, layers) it prints one JSON line and, at the end, a Markdown table. Our rotary Transformer is
 timed interleaved (A, B, A, B, ...) in the same process against transformers' `LlamaModel` of the same width, depth,
 heads and intermediate size with SDPA, and our block-local attention at long L against full SDPA attention at the
-same shape. Peak memory is measured in a separate process per configuration: on CPU the peak RSS over setup
-(`ru_maxrss` minus the RSS before the first step), on CUDA the peak allocated memory.
+same shape (`--window`, default 512: full attention costs L/(3w) times the attention FLOPs of block-local attention,
+5.3x at w=1024 and L=16384 before the projections and feed-forward are counted, so the 5x target needs w <= 512;
+`--window 512 1024` times both). Peak memory is measured in a separate process per configuration: on CPU the peak
+RSS over setup (VmHWM minus the RSS before the first step), on CUDA the peak allocated memory.
 
     python benchmarks/bench_models.py --quick                      # a small subset, a few minutes
+    python benchmarks/bench_models.py --models transformer --d 128 --lengths 16384 --layers 2 --window 512 1024
     python benchmarks/bench_models.py --models transformer s4d --d 128 --lengths 1024 4096
     python benchmarks/bench_models.py --device cuda --dtype bf16   # on a GPU (see gpu_check.sh)
 """
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -27,7 +29,7 @@ MODELS = {
     "s4d": ("spt_s4", {"kernel": "diag", "state_size": 64}),
     "dlr": ("spt_dlr", {"state_size": 1024}),
 }
-LOCAL_WINDOW = 1024  # block-local attention for the longest sequences
+LOCAL_FROM = 8192  # the Transformer uses block-local attention above this length
 
 
 def build(name: str, d: int, length: int, layers: int, window: int | None, device, vocab: int = 32, causal=False):
@@ -69,7 +71,7 @@ def make_step(model, batch: int, length: int, device, dtype):
         model.zero_grad(set_to_none=True)
         if device.type == "cuda":
             torch.cuda.synchronize()
-        return float(loss)
+        return loss.item()
 
     return step
 
@@ -100,38 +102,37 @@ def memory_probe(argv: list[str]) -> None:
     name, d, length, layers, batch, device, dtype = argv
     device, dtype = torch.device(device), {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     d, length, layers, batch = int(d), int(length), int(layers), int(batch)
-    window = LOCAL_WINDOW if name == "transformer-local" else None
+    window = int(name.rsplit("-", 1)[1]) if name.startswith("transformer-local-") else None
     if name == "llama":
         model = build_llama(d, layers, device)
     else:
         model = build(name.split("-")[0], d, length, layers, window, device, causal=name == "transformer-causal")
     step = make_step(model, batch, length, device, dtype)
-    before = current_rss_gib()
+    before = status_mib("VmRSS")
     step()
     step()
     if device.type == "cuda":
         print(f"PEAK {torch.cuda.max_memory_allocated() / 2**30:.3f}")
-    else:  # peak over setup: what the training steps added to the process (imports and weights excluded)
-        print(f"PEAK {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20 - before:.3f}")
+    else:  # peak over setup: what the training steps added to the process (imports and weights excluded).
+        # VmHWM, not ru_maxrss: Linux carries the parent's peak RSS over fork + exec into the child's ru_maxrss.
+        print(f"PEAK {(status_mib('VmHWM') - before) / 1024:.3f}")
 
 
-def current_rss_gib() -> float:
-    with open("/proc/self/status") as status:
-        line = next(line for line in status if line.startswith("VmRSS:"))
-    return int(line.split()[1]) / 2**20
-
-
-def compare(label: str, steps: dict, tokens: int, repeats: int) -> dict:
+def compare(steps: dict, tokens: int, repeats: int) -> dict[str, dict]:
+    """Interleaved timing of every step function; tokens/s of each and, when there is a "reference", each one's
+    speed relative to it (ratio of medians and median of the per-round ratios)."""
     times = interleaved(steps, repeats)
     medians = {name: statistics.median(t) for name, t in times.items()}
-    result = {"config": label, **{f"{n}_tokens_per_s": round(tokens / m) for n, m in medians.items()}}
-    names = list(steps)
-    if len(names) == 2:
-        a, b = names
-        pair_ratios = [tb / ta for ta, tb in zip(times[a], times[b])]  # speed of a relative to b
-        result[f"{a}_over_{b}"] = round(medians[b] / medians[a], 3)
-        result[f"{a}_over_{b}_pairwise_median"] = round(statistics.median(pair_ratios), 3)
-    return result
+    rows = {
+        name: {"tokens_per_s": round(tokens / medians[name]), "median_s": round(medians[name], 4)} for name in steps
+    }
+    if "reference" in steps:
+        for name in steps:
+            if name != "reference":
+                pairs = [ref / ours for ours, ref in zip(times[name], times["reference"])]
+                rows[name]["over_reference"] = round(medians["reference"] / medians[name], 3)
+                rows[name]["over_reference_pairwise_median"] = round(statistics.median(pairs), 3)
+    return rows
 
 
 def main() -> None:
@@ -140,6 +141,12 @@ def main() -> None:
     parser.add_argument("--d", nargs="+", type=int, default=[128, 256])
     parser.add_argument("--lengths", nargs="+", type=int, default=[1024, 4096, 16384])
     parser.add_argument("--layers", nargs="+", type=int, default=[2, 6])
+    parser.add_argument("--window", nargs="+", type=int, default=[512], help="block-local attention block size(s)")
+    parser.add_argument(
+        "--full-attention-max-layers", type=int, default=2,
+        help="time full SDPA attention against block-local attention only up to this depth (a 6-layer full step "
+        "at L=16384 takes minutes on 2 cores)",
+    )  # fmt: skip
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -155,54 +162,82 @@ def main() -> None:
         args.d, args.lengths, args.layers, args.repeats = [128], [1024, 4096], [2], 3
     torch.set_num_threads(2) if args.device == "cpu" else None
     device, dtype = torch.device(args.device), {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+    print(json.dumps({"torch": torch.__version__, "device": args.device, "dtype": args.dtype, "batch": args.batch}))
     rows = []
     for d in args.d:
         for length in args.lengths:
             for layers in args.layers:
                 rows += bench_one_shape(args, d, length, layers, device, dtype)
-    print("\n| config | tokens/s | reference tokens/s | ratio | peak GiB over setup (ours / reference) |")
-    print("|---|---|---|---|---|")
+    print("\n| model | d | L | layers | tokens/s | reference | reference tokens/s | ours / reference | peak GiB |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
-        ours, ref = row.get("ours_tokens_per_s"), row.get("reference_tokens_per_s", "")
-        ratio = row.get("ours_over_reference", "")
-        print(f"| {row['config']} | {ours} | {ref} | {ratio} | {row.get('peak_gib', '')} |")
+        cells = [row["model"], row["d"], row["L"], row["layers"], f"{row['tokens_per_s']:,}"]
+        if "reference" in row:
+            cells += [row["reference"], f"{row['reference_tokens_per_s']:,}", f"{row['over_reference']:.2f}"]
+        else:
+            cells += ["—", "—", "—"]
+        cells.append(row.get("peak_gib", "—"))
+        print("| " + " | ".join(str(cell) for cell in cells) + " |")
 
 
 def bench_one_shape(args, d: int, length: int, layers: int, device, dtype) -> list[dict]:
+    """One JSON line per model at this shape. The Transformer is timed against Llama (causal, both) up to
+    LOCAL_FROM, and as block-local attention (each --window) against full SDPA attention (bidirectional) above."""
     rows, tokens = [], args.batch * length
+    shape = {"d": d, "L": length, "layers": layers, "B": args.batch, "device": args.device, "dtype": args.dtype}
     for name in args.models:
         torch.manual_seed(0)
-        window = LOCAL_WINDOW if name == "transformer" and length > 4096 else None
-        # Against Llama (a causal decoder) ours runs causal too, so both attend to the same number of keys.
-        causal = name == "transformer" and window is None
-        model = build(name, d, length, layers, window, device, causal=causal)
-        ours = make_step(model, args.batch, length, device, dtype)
-        label = f"{name}{'-causal' if causal else ''}{'-local' if window else ''} d={d} L={length} layers={layers}"
-        label += f" {args.dtype}"
-        if name == "transformer" and window is None:
-            reference = make_step(build_llama(d, layers, device), args.batch, length, device, dtype)
-            reference_name, reference_label = "llama", "llama"
-        elif name == "transformer":
-            reference = make_step(build(name, d, length, layers, None, device), args.batch, length, device, dtype)
-            reference_name, reference_label = "transformer", "full SDPA"
+        steps, probes, labels = {}, {}, {}
+        if name != "transformer":
+            steps[name], probes[name], labels[name] = (
+                make_model_step(args, name, d, length, layers, None, False),
+                name,
+                name,
+            )
+        elif length <= LOCAL_FROM:  # against Llama (a causal decoder): ours runs causal too, same keys per query
+            steps["ours"] = make_model_step(args, name, d, length, layers, None, True)
+            probes["ours"], labels["ours"] = "transformer-causal", "transformer (causal)"
+            steps["reference"] = make_step(build_llama(d, layers, device), args.batch, length, device, dtype)
+            probes["reference"], labels["reference"] = "llama", "Llama (transformers, SDPA)"
         else:
-            reference = None
-        steps = {"ours": ours} if reference is None else {"ours": ours, "reference": reference}
-        row = compare(label, steps, tokens, args.repeats)
-        if reference is not None:
-            row["reference"] = reference_label
+            for window in args.window:
+                key = f"local-{window}"
+                steps[key] = make_model_step(args, name, d, length, layers, window, False)
+                probes[key], labels[key] = f"transformer-local-{window}", f"transformer, block-local w={window}"
+            if layers <= args.full_attention_max_layers:
+                steps["reference"] = make_model_step(args, name, d, length, layers, None, False)
+                probes["reference"], labels["reference"] = "transformer", "full SDPA attention"
+        timing = compare(steps, tokens, args.repeats)
+        peaks = {}
         if not args.no_memory:
-            kind = name + ("-local" if window else "-causal" if causal else "")
-            probe = [kind, str(d), str(length), str(layers), str(args.batch)]
-            ours_peak = peak_memory_gib([*probe, args.device, args.dtype])
-            ref_peak = None
-            if reference is not None:
-                ref_probe = ["llama" if reference_name == "llama" else name, *probe[1:]]
-                ref_peak = peak_memory_gib([*ref_probe, args.device, args.dtype])
-            row["peak_gib"] = f"{ours_peak} / {ref_peak}" if reference is not None else f"{ours_peak}"
-        print(json.dumps(row), flush=True)
-        rows.append(row)
+            for key, kind in probes.items():
+                peaks[key] = peak_memory_gib([kind, str(d), str(length), str(layers), str(args.batch), args.device,
+                                              args.dtype])  # fmt: skip
+        for key in steps:
+            if key == "reference":
+                continue
+            row = {"model": labels[key], **shape, **timing[key]}
+            if "reference" in steps:
+                row.update(reference=labels["reference"], reference_tokens_per_s=timing["reference"]["tokens_per_s"])
+            if peaks:
+                row["peak_gib"] = f"{peaks[key]}" + (f" / {peaks['reference']}" if "reference" in peaks else "")
+            print(json.dumps(row), flush=True)
+            rows.append(row)
     return rows
+
+
+def make_model_step(args, name: str, d: int, length: int, layers: int, window: int | None, causal: bool):
+    device, dtype = torch.device(args.device), {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+    torch.manual_seed(0)
+    model = build(name, d, length, layers, window, device, causal=causal)
+    return make_step(model, args.batch, length, device, dtype)
+
+
+def status_mib(field: str) -> float:
+    """A memory field of /proc/self/status (VmRSS, VmHWM, ...) in MiB."""
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith(field + ":"))
+    return int(line.split()[1]) / 1024
 
 
 if __name__ == "__main__":

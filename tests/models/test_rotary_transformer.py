@@ -77,3 +77,40 @@ def test_rotary_scores_depend_only_on_relative_position():
 
     torch.testing.assert_close(score(5, 2), score(105, 102), rtol=1e-4, atol=1e-5)
     assert not torch.allclose(score(5, 2), score(5, 3))
+
+
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_local_attention_equals_dense_band_mask(bidirectional, attn_implementation):
+    # Independent formulation: softmax over all L keys with an explicit (L, L) mask "key block within one block of
+    # the query's block, key not padding, and (causal) key not after the query". Padding sits at the start, in the
+    # middle and at the end, and L is not a multiple of the window.
+    window, length = 4, 23
+    model = build(attn_implementation, bidirectional=bidirectional, attention_window=window, num_hidden_layers=1)
+    attention = model.layers[0].blocks[0].mixer
+    generator = torch.Generator().manual_seed(1)
+    hidden = torch.randn(3, length, model.config.hidden_size, generator=generator)
+    padding = torch.ones(3, length, dtype=torch.long)
+    padding[0, :3], padding[1, 9:14], padding[2, 18:] = 0, 0, 0
+    with torch.no_grad():
+        kwargs = model._mixer_kwargs(hidden, padding)
+        local = attention(hidden, **kwargs)
+        cos, sin = kwargs["position_embeddings"]
+        heads, dim = model.config.num_attention_heads, model.config.head_dim
+
+        def project(linear):
+            return linear(hidden).view(3, length, heads, dim).transpose(1, 2)
+
+        q, k = apply_rotary_pos_emb(project(attention.q_proj), project(attention.k_proj), cos, sin)
+        position = torch.arange(length)
+        allowed = ((position[:, None] // window) - (position[None, :] // window)).abs() <= 1
+        if not bidirectional:
+            allowed = allowed & (position[None, :] <= position[:, None])
+        allowed = allowed & padding.bool()[:, None, None, :]  # (B, 1, L, L)
+        scores = (q @ k.transpose(2, 3)) * dim**-0.5
+        weights = scores.masked_fill(~allowed, float("-inf")).softmax(-1)
+        dense = (weights @ project(attention.v_proj)).transpose(1, 2).reshape(3, length, -1)
+        dense = attention.o_proj(dense)
+    real = padding.bool()
+    torch.testing.assert_close(local[real], dense[real], rtol=1e-5, atol=1e-5)
+    assert torch.isfinite(local).all()

@@ -79,38 +79,47 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling, 
     return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights  # (B, Lq, nh, D)
 
 
+def local_key_blocks(causal: bool) -> int:
+    """How many blocks of keys a query block attends to: (i-1, i, i+1), or (i-1, i) in causal mode."""
+    return 2 if causal else 3
+
+
 def local_attention_mask(
     padding_mask: torch.Tensor | None, batch: int, length: int, window: int, causal: bool, device
 ) -> torch.Tensor:
-    """Boolean (B*nb, 1, w, 3w) mask of block-local attention: True where query may attend key.
+    """Boolean block-local attention mask, True where a query may attend a key: (B*nb, 1, 1, 3w) in bidirectional
+    mode (it depends on the key only, so nothing of size w x w per block is built), (B*nb, 1, w, 2w) in causal mode.
 
-    Keys of block i are blocks (i-1, i, i+1); a key is visible if it lies inside the sequence, is not padding and
-    (causal) is not in the future. The diagonal is always visible, so no row is empty (padded queries).
+    Keys of block i are blocks (i-1, i, i+1) (causal: (i-1, i)); a key is visible if it lies inside the sequence, is
+    not padding and (causal) is not in the future. No row is empty: a causal query always sees itself, and a
+    bidirectional block whose keys are all padding (only padded queries) sees all of them; outputs at padded
+    positions are never used.
     """
-    num_blocks = -(-length // window)
-    q_pos = torch.arange(num_blocks * window, device=device).view(num_blocks, window, 1)  # (nb, w, 1)
-    k_pos = q_pos.view(num_blocks, 1, window)  # (nb, 1, w) positions of block i
-    k_pos = torch.cat([k_pos - window, k_pos, k_pos + window], dim=-1)  # (nb, 1, 3w)
-    visible = (k_pos >= 0) & (k_pos < length)  # (nb, 1, 3w)
-    if causal:
-        visible = visible & (k_pos <= q_pos)  # (nb, w, 3w)
-    visible = visible.expand(num_blocks, window, 3 * window).unsqueeze(0)  # (1, nb, w, 3w)
+    num_blocks, span = -(-length // window), local_key_blocks(causal)
+    k_pos = torch.arange(num_blocks * window, device=device).view(num_blocks, 1, window)  # (nb, 1, w) block i
+    k_pos = torch.cat([k_pos + (j - 1) * window for j in range(span)], dim=-1)  # (nb, 1, span*w)
+    real = (k_pos >= 0) & (k_pos < length)  # (nb, 1, span*w)
     if padding_mask is not None:
-        real = F.pad(padding_mask.to(torch.bool), (window, num_blocks * window - length + window))  # (B, (nb+2)w)
-        real_keys = real.unfold(1, 3 * window, window)  # (B, nb, 3w)
-        visible = visible & real_keys.unsqueeze(2)  # (B, nb, w, 3w)
-    visible = visible | (k_pos == q_pos).unsqueeze(0)  # every query sees itself
-    return visible.expand(batch, -1, -1, -1).reshape(batch * num_blocks, 1, window, 3 * window)
+        padded = F.pad(padding_mask.to(torch.bool), (window, (num_blocks + span - 2) * window - length))
+        real = real & padded.unfold(1, span * window, window).unsqueeze(2)  # (B, nb, 1, span*w)
+    real = real.expand(batch, num_blocks, 1, span * window)  # (B, nb, 1, span*w)
+    if causal:
+        q_pos = torch.arange(num_blocks * window, device=device).view(num_blocks, window, 1)  # (nb, w, 1)
+        visible = (real & (k_pos <= q_pos)) | (k_pos == q_pos)  # (B, nb, w, 2w)
+    else:
+        visible = real | ~real.any(dim=-1, keepdim=True)  # (B, nb, 1, 3w)
+    return visible.reshape(batch * num_blocks, 1, visible.shape[-2], span * window)
 
 
-def to_blocks(x: torch.Tensor, window: int, with_neighbours: bool) -> torch.Tensor:
-    """(B, nh, L, D) -> (B*nb, nh, w, D), or (B*nb, nh, 3w, D) holding blocks (i-1, i, i+1) for keys/values."""
+def to_blocks(x: torch.Tensor, window: int, key_blocks: int) -> torch.Tensor:
+    """(B, nh, L, D) -> (B*nb, nh, w, D) for queries (`key_blocks=1`), or (B*nb, nh, k*w, D) holding blocks
+    (i-1, i, i+1) (`key_blocks=3`) or (i-1, i) (`key_blocks=2`) for keys and values; missing blocks are zeros."""
     batch, heads, length, dim = x.shape
     num_blocks = -(-length // window)
-    pad_left = window if with_neighbours else 0
-    pad_right = num_blocks * window - length + (window if with_neighbours else 0)
+    pad_left = window if key_blocks > 1 else 0
+    pad_right = num_blocks * window - length + (window if key_blocks == 3 else 0)
     x = F.pad(x, (0, 0, pad_left, pad_right))  # (B, nh, L', D)
-    size = 3 * window if with_neighbours else window
+    size = key_blocks * window
     blocks = x.unfold(2, size, window)  # (B, nh, nb, D, size)
     return blocks.permute(0, 2, 1, 4, 3).reshape(batch * num_blocks, heads, size, dim)
 
@@ -150,12 +159,10 @@ class RotaryTransformerAttention(nn.Module):
         )
         window = self.config.attention_window
         if window is not None and window < length:
-            query, key, value = (
-                to_blocks(query, window, False),
-                to_blocks(key, window, True),
-                to_blocks(value, window, True),
-            )
+            span = local_key_blocks(self.is_causal)
+            query, key, value = to_blocks(query, window, 1), to_blocks(key, window, span), to_blocks(value, window, span)
         dropout = self.config.attention_dropout if self.training else 0.0
+        # `is_causal` only tells SDPA how to read a missing mask; local attention always passes its own.
         out, _ = interface(
             self, query, key, value, attention_bias, dropout=dropout, scaling=self.scaling, is_causal=self.is_causal
         )  # (B[*nb], Lq, nh, D)
