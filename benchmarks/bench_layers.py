@@ -31,6 +31,8 @@ from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
+from common import status_mib  # noqa: E402
+
 from spt_hf.modeling.configuration_dlr import DLRConfig  # noqa: E402
 from spt_hf.modeling.configuration_s4 import S4Config  # noqa: E402
 from spt_hf.modeling.modeling_dlr import DLRMixer  # noqa: E402
@@ -272,7 +274,7 @@ def probe(layer: str, d: int, length: int, side: str, batch: int, device: torch.
     module.to(device)
     x = torch.randn(batch, length, d, device=device, requires_grad=True)
     grad = torch.randn(batch, length, d, device=device)
-    setup = _status_mib("VmRSS")
+    setup = status_mib("VmRSS")
     for _ in range(2):
         train_step(module, x, grad)
     before = resource.getrusage(resource.RUSAGE_SELF)
@@ -286,17 +288,8 @@ def probe(layer: str, d: int, length: int, side: str, batch: int, device: torch.
         peak = torch.cuda.max_memory_allocated() / 2**20
         print(json.dumps({"peak_mib": round(peak), "over_setup_mib": round(peak), **churn}))
         return
-    # VmHWM, not ru_maxrss: Linux carries the parent's peak RSS over fork + exec into the child's ru_maxrss
-    peak = _status_mib("VmHWM")
+    peak = status_mib("VmHWM")
     print(json.dumps({"peak_mib": round(peak), "over_setup_mib": round(peak - setup), **churn}))
-
-
-def _status_mib(field: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import sys
 import time
 
 import torch
+from common import status_mib
 
 MODELS = {
     "transformer": ("spt_rotary_transformer", {"num_attention_heads": 4}),
@@ -29,7 +30,6 @@ MODELS = {
     "s4d": ("spt_s4", {"kernel": "diag", "state_size": 64}),
     "dlr": ("spt_dlr", {"state_size": 1024}),
 }
-LOCAL_FROM = 8192  # the Transformer uses block-local attention above this length
 
 
 def build(name: str, d: int, length: int, layers: int, window: int | None, device, vocab: int = 32, causal=False):
@@ -113,8 +113,7 @@ def memory_probe(argv: list[str]) -> None:
     step()
     if device.type == "cuda":
         print(f"PEAK {torch.cuda.max_memory_allocated() / 2**30:.3f}")
-    else:  # peak over setup: what the training steps added to the process (imports and weights excluded).
-        # VmHWM, not ru_maxrss: Linux carries the parent's peak RSS over fork + exec into the child's ru_maxrss.
+    else:  # peak over setup: what the training steps added to the process (imports and weights excluded)
         print(f"PEAK {(status_mib('VmHWM') - before) / 1024:.3f}")
 
 
@@ -142,6 +141,9 @@ def main() -> None:
     parser.add_argument("--lengths", nargs="+", type=int, default=[1024, 4096, 16384])
     parser.add_argument("--layers", nargs="+", type=int, default=[2, 6])
     parser.add_argument("--window", nargs="+", type=int, default=[512], help="block-local attention block size(s)")
+    parser.add_argument(
+        "--local-from", type=int, default=8192, help="above this length the Transformer uses block-local attention"
+    )
     parser.add_argument(
         "--full-attention-max-layers", type=int, default=2,
         help="time full SDPA attention against block-local attention only up to this depth (a 6-layer full step "
@@ -182,7 +184,7 @@ def main() -> None:
 
 def bench_one_shape(args, d: int, length: int, layers: int, device, dtype) -> list[dict]:
     """One JSON line per model at this shape. The Transformer is timed against Llama (causal, both) up to
-    LOCAL_FROM, and as block-local attention (each --window) against full SDPA attention (bidirectional) above."""
+    --local-from, and as block-local attention (each --window) against full SDPA attention (bidirectional) above."""
     rows, tokens = [], args.batch * length
     shape = {"d": d, "L": length, "layers": layers, "B": args.batch, "device": args.device, "dtype": args.dtype}
     for name in args.models:
@@ -194,7 +196,7 @@ def bench_one_shape(args, d: int, length: int, layers: int, device, dtype) -> li
                 name,
                 name,
             )
-        elif length <= LOCAL_FROM:  # against Llama (a causal decoder): ours runs causal too, same keys per query
+        elif length <= args.local_from:  # against Llama (a causal decoder): ours runs causal too, same keys per query
             steps["ours"] = make_model_step(args, name, d, length, layers, None, True)
             probes["ours"], labels["ours"] = "transformer-causal", "transformer (causal)"
             steps["reference"] = make_step(build_llama(d, layers, device), args.batch, length, device, dtype)
@@ -231,13 +233,6 @@ def make_model_step(args, name: str, d: int, length: int, layers: int, window: i
     torch.manual_seed(0)
     model = build(name, d, length, layers, window, device, causal=causal)
     return make_step(model, args.batch, length, device, dtype)
-
-
-def status_mib(field: str) -> float:
-    """A memory field of /proc/self/status (VmRSS, VmHWM, ...) in MiB."""
-    with open("/proc/self/status") as status:
-        line = next(line for line in status if line.startswith(field + ":"))
-    return int(line.split()[1]) / 1024
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check for a machine with CUDA GPUs, ~10 minutes: installs spt_hf (from local wheels in .whl/ when the network
+# GPU check for a machine with CUDA GPUs, under 10 minutes: installs spt_hf (from local wheels in .whl/ when the network
 # is closed), then on CUDA runs the layer and model benchmarks in fp32 and bf16 autocast at LRA shapes, checks that
 # bf16 training losses stay finite, and runs one DDP and one FSDP step (one process per GPU, or one process on a
 # single GPU). Everything it prints also goes to $OUT (or ./gpu_check_out).
@@ -43,13 +43,15 @@ for model_type, extra in [("spt_rotary_transformer", {"num_attention_heads": 4})
     print(f"{model_type} {extra}: bf16 loss after 200 steps {loss.item():.4f} (finite)")
 PY
 
+# Memory probes start one process each (CUDA start-up included): only for the fp32 model rows.
 for dtype in fp32 bf16; do
   echo "== layers, $dtype =="
-  timeout 200 $PY benchmarks/bench_layers.py --device cuda --dtype $dtype --d 128 256 --L 1024 4096 16384 \
-    2>&1 | tail -30
+  timeout 150 $PY benchmarks/bench_layers.py --device cuda --dtype $dtype --d 128 256 --L 1024 4096 16384 \
+    --steps 3 --no-memory 2>&1 | tail -16
   echo "== models, $dtype =="
-  timeout 200 $PY benchmarks/bench_models.py --device cuda --dtype $dtype --d 128 --lengths 1024 4096 16384 \
-    --layers 2 6 2>&1 | tail -30
+  memory=$([ "$dtype" = bf16 ] && echo --no-memory)
+  timeout 150 $PY benchmarks/bench_models.py --device cuda --dtype $dtype --d 128 --lengths 1024 4096 16384 \
+    --layers 2 --window 512 1024 --repeats 3 $memory 2>&1 | tail -12
 done
 
 echo "== one DDP step and one FSDP2 step vs one process =="

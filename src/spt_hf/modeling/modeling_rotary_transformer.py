@@ -160,7 +160,8 @@ class RotaryTransformerAttention(nn.Module):
         window = self.config.attention_window
         if window is not None and window < length:
             span = local_key_blocks(self.is_causal)
-            query, key, value = to_blocks(query, window, 1), to_blocks(key, window, span), to_blocks(value, window, span)
+            query = to_blocks(query, window, 1)
+            key, value = to_blocks(key, window, span), to_blocks(value, window, span)
         dropout = self.config.attention_dropout if self.training else 0.0
         # `is_causal` only tells SDPA how to read a missing mask; local attention always passes its own.
         out, _ = interface(

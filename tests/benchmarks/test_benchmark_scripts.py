@@ -1,0 +1,68 @@
+"""The benchmark scripts run end to end at tiny sizes and print JSON lines with the fields the README's tables use.
+
+They time nothing here (no timed assertions); they only guard against the scripts rotting between measurements.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def run_script(name: str, *args: str, timeout: int = 300) -> list[dict]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / name), *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert lines, done.stdout[-2000:]
+    assert "|---" in done.stdout  # the Markdown table
+    return lines
+
+
+def test_bench_layers_reports_speed_agreement_and_churn():
+    rows = run_script("bench_layers.py", "--layers", "s4d", "attention", "--d", "16", "--L", "256", "--batch", "2",
+                      "--steps", "1", "--warmup", "1")  # fmt: skip
+    results = [row for row in rows if "layer" in row]
+    assert [row["layer"] for row in results] == ["s4d", "attention"]
+    for row in results:
+        assert row["max_abs_diff"] < 1e-3 and row["ours_tok_s"] > 0 and row["ref_tok_s"] > 0
+        for side in ("ours_memory", "ref_memory"):
+            assert {"peak_mib", "faults_per_step", "system_share"} <= set(row[side]), row[side]
+
+
+def test_bench_layers_bf16_autocast_runs():
+    rows = run_script("bench_layers.py", "--layers", "dlr64", "--d", "16", "--L", "128", "--batch", "2", "--steps",
+                      "1", "--warmup", "1", "--no-memory", "--dtype", "bf16")  # fmt: skip
+    assert rows[-1]["dtype"] == "bf16" and rows[-1]["ours_tok_s"] > 0
+
+
+@pytest.mark.parametrize("length", [256, 512])  # at or below --local-from: against Llama; above: block-local
+def test_bench_models_compares_against_its_references(length):
+    rows = run_script("bench_models.py", "--models", "transformer", "s4d", "--d", "16", "--lengths", str(length),
+                      "--layers", "1", "--batch", "1", "--repeats", "1", "--window", "64", "128", "--local-from",
+                      "256", *(["--no-memory"] if length > 256 else []))  # fmt: skip
+    models = {row["model"]: row for row in rows if "model" in row}
+    if length == 256:
+        assert models["transformer (causal)"]["reference"] == "Llama (transformers, SDPA)"
+    else:
+        assert {"transformer, block-local w=64", "transformer, block-local w=128"} <= set(models)
+        assert models["transformer, block-local w=64"]["reference"] == "full SDPA attention"
+    for row in models.values():
+        assert row["tokens_per_s"] > 0
+        assert ("peak_gib" in row) == (length == 256)
+        assert ("over_reference" in row) == (row["model"] != "s4d")
+
+
+def test_bench_long_reports_memory_per_token():
+    rows = run_script("bench_long.py", "--models", "s4d", "transformer-local", "--d", "16", "--layers", "1",
+                      "--lengths", "1024", "--window", "256")  # fmt: skip
+    assert len(rows) == 4 and all("error" not in row for row in rows), rows
+    assert {row["checkpointing"] for row in rows} == {False, True}
+    assert all(row["mib_per_1k_tokens"] >= 0 for row in rows)
