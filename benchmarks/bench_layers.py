@@ -31,7 +31,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
-from common import status_mib  # noqa: E402
+from common import DTYPES, status_mib  # noqa: E402
 
 from spt_hf.modeling.configuration_dlr import DLRConfig  # noqa: E402
 from spt_hf.modeling.configuration_s4 import S4Config  # noqa: E402
@@ -191,14 +191,10 @@ def _bound(matmul: float, fft: float) -> dict:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-AUTOCAST = {"dtype": torch.float32}  # set once by main()/probe(): the autocast dtype of every step
-
-
-def train_step(module: nn.Module, x: torch.Tensor, grad: torch.Tensor) -> float:
+def train_step(module: nn.Module, x: torch.Tensor, grad: torch.Tensor, dtype: torch.dtype) -> float:
+    """Forward (under autocast unless fp32) and backward; seconds taken."""
     module.zero_grad(set_to_none=True)
     x.grad = None
-    dtype = AUTOCAST["dtype"]
     start = time.perf_counter()
     with torch.autocast(device_type=x.device.type, dtype=dtype, enabled=dtype != torch.float32):
         out = module(x)
@@ -229,18 +225,18 @@ def wait_for_quiet(seconds: float, threshold: float = 0.1) -> float:
         time.sleep(10.0)
 
 
-def timed_pairs(ours: nn.Module, reference: nn.Module | None, x, grad, warmup: int, steps: int) -> dict:
+def timed_pairs(ours: nn.Module, reference: nn.Module | None, x, grad, dtype, warmup: int, steps: int) -> dict:
     for _ in range(warmup):
-        train_step(ours, x, grad)
+        train_step(ours, x, grad, dtype)
         if reference is not None:
-            train_step(reference, x, grad)
+            train_step(reference, x, grad, dtype)
     busy0, total0 = cpu_ticks()
     own0 = os.times()
     times_ours, times_ref = [], []
     for _ in range(steps):
-        times_ours.append(train_step(ours, x, grad))
+        times_ours.append(train_step(ours, x, grad, dtype))
         if reference is not None:
-            times_ref.append(train_step(reference, x, grad))
+            times_ref.append(train_step(reference, x, grad, dtype))
     busy1, total1 = cpu_ticks()
     own1 = os.times()
     hz = os.sysconf("SC_CLK_TCK")
@@ -260,7 +256,7 @@ def probe_memory(layer: str, d: int, length: int, side: str, args) -> dict:
     return json.loads(lines[-1])
 
 
-def probe(layer: str, d: int, length: int, side: str, batch: int, device: torch.device) -> None:
+def probe(layer: str, d: int, length: int, side: str, batch: int, device: torch.device, dtype: torch.dtype) -> None:
     """Subprocess body: setup, then three training steps of one side. Prints the peak and over-setup memory in MiB
     (CPU: VmHWM; CUDA: peak allocation) and, for the third (steady-state) step, the minor page faults, the system
     CPU seconds and their share of the step's CPU time."""
@@ -276,9 +272,9 @@ def probe(layer: str, d: int, length: int, side: str, batch: int, device: torch.
     grad = torch.randn(batch, length, d, device=device)
     setup = status_mib("VmRSS")
     for _ in range(2):
-        train_step(module, x, grad)
+        train_step(module, x, grad, dtype)
     before = resource.getrusage(resource.RUSAGE_SELF)
-    seconds = train_step(module, x, grad)
+    seconds = train_step(module, x, grad, dtype)
     after = resource.getrusage(resource.RUSAGE_SELF)
     system = after.ru_stime - before.ru_stime
     cpu = system + after.ru_utime - before.ru_utime
@@ -314,14 +310,14 @@ def run_one(layer: str, d: int, length: int, args) -> dict:
             with torch.no_grad():
                 result["max_abs_diff"] = (y - reference(x)).abs().max().item()
             result["max_abs_output"] = y.abs().max().item()
-        timing = timed_pairs(ours, reference, x, grad, args.warmup, args.steps)
+        timing = timed_pairs(ours, reference, x, grad, DTYPES[args.dtype], args.warmup, args.steps)
     except (RuntimeError, MemoryError) as error:  # torch.OutOfMemoryError is a RuntimeError
         out_of_memory = isinstance(error, MemoryError) or "alloc" in str(error) or "out of memory" in str(error)
         if reference is None or not out_of_memory:
             raise
         torch.cuda.empty_cache() if device.type == "cuda" else None
         reference, result["note"] = None, f"reference out of memory under the {ADDRESS_SPACE_LIMIT >> 30} GiB limit"
-        timing = timed_pairs(ours, None, x, grad, args.warmup, args.steps)
+        timing = timed_pairs(ours, None, x, grad, DTYPES[args.dtype], args.warmup, args.steps)
     tokens = args.batch * length
     median_ours = statistics.median(timing["ours"])
     result.update(ours_s=median_ours, ours_tok_s=tokens / median_ours, other_cpu=round(timing["other_cpu"], 3))
@@ -384,10 +380,9 @@ def main() -> None:
     parser.add_argument("--dtype", default="fp32", choices=list(DTYPES), help="bf16 = autocast (kernels stay fp32)")
     parser.add_argument("--probe", nargs=4, metavar=("LAYER", "D", "L", "SIDE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    AUTOCAST["dtype"] = DTYPES[args.dtype]
     if args.probe:
         layer, d, length, side = args.probe
-        return probe(layer, int(d), int(length), side, args.batch, torch.device(args.device))
+        return probe(layer, int(d), int(length), side, args.batch, torch.device(args.device), DTYPES[args.dtype])
     if args.quick:
         args.d, args.L, args.steps, args.memory = [128], [1024], 3, False
     torch.set_num_threads(2)

@@ -22,7 +22,7 @@ import sys
 import time
 
 import torch
-from common import status_mib
+from common import DTYPES, status_mib
 
 MODELS = {
     "transformer": ("spt_rotary_transformer", {"num_attention_heads": 4}),
@@ -100,7 +100,7 @@ def peak_memory_gib(args: list[str]) -> float | None:
 
 def memory_probe(argv: list[str]) -> None:
     name, d, length, layers, batch, device, dtype = argv
-    device, dtype = torch.device(device), {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    device, dtype = torch.device(device), DTYPES[dtype]
     d, length, layers, batch = int(d), int(length), int(layers), int(batch)
     window = int(name.rsplit("-", 1)[1]) if name.startswith("transformer-local-") else None
     if name == "llama":
@@ -152,7 +152,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    parser.add_argument("--dtype", default="fp32", choices=list(DTYPES))
     parser.add_argument("--no-memory", action="store_true", help="skip the per-configuration memory processes")
     parser.add_argument("--quick", action="store_true", help="d=128, L=1024 and 4096, 2 layers, 3 repeats")
     parser.add_argument("--memory-probe", nargs=7, help=argparse.SUPPRESS)
@@ -163,7 +163,7 @@ def main() -> None:
     if args.quick:
         args.d, args.lengths, args.layers, args.repeats = [128], [1024, 4096], [2], 3
     torch.set_num_threads(2) if args.device == "cpu" else None
-    device, dtype = torch.device(args.device), {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+    device, dtype = torch.device(args.device), DTYPES[args.dtype]
     print(json.dumps({"torch": torch.__version__, "device": args.device, "dtype": args.dtype, "batch": args.batch}))
     rows = []
     for d in args.d:
@@ -187,27 +187,30 @@ def bench_one_shape(args, d: int, length: int, layers: int, device, dtype) -> li
     --local-from, and as block-local attention (each --window) against full SDPA attention (bidirectional) above."""
     rows, tokens = [], args.batch * length
     shape = {"d": d, "L": length, "layers": layers, "B": args.batch, "device": args.device, "dtype": args.dtype}
+
+    def model_step(name: str, window: int | None, causal: bool):
+        torch.manual_seed(0)
+        return make_step(
+            build(name, d, length, layers, window, device, causal=causal), args.batch, length, device, dtype
+        )
+
     for name in args.models:
         torch.manual_seed(0)
         steps, probes, labels = {}, {}, {}
         if name != "transformer":
-            steps[name], probes[name], labels[name] = (
-                make_model_step(args, name, d, length, layers, None, False),
-                name,
-                name,
-            )
+            steps[name], probes[name], labels[name] = model_step(name, None, False), name, name
         elif length <= args.local_from:  # against Llama (a causal decoder): ours runs causal too, same keys per query
-            steps["ours"] = make_model_step(args, name, d, length, layers, None, True)
+            steps["ours"] = model_step(name, None, True)
             probes["ours"], labels["ours"] = "transformer-causal", "transformer (causal)"
             steps["reference"] = make_step(build_llama(d, layers, device), args.batch, length, device, dtype)
             probes["reference"], labels["reference"] = "llama", "Llama (transformers, SDPA)"
         else:
             for window in args.window:
                 key = f"local-{window}"
-                steps[key] = make_model_step(args, name, d, length, layers, window, False)
+                steps[key] = model_step(name, window, False)
                 probes[key], labels[key] = f"transformer-local-{window}", f"transformer, block-local w={window}"
             if layers <= args.full_attention_max_layers:
-                steps["reference"] = make_model_step(args, name, d, length, layers, None, False)
+                steps["reference"] = model_step(name, None, False)
                 probes["reference"], labels["reference"] = "transformer", "full SDPA attention"
         timing = compare(steps, tokens, args.repeats)
         peaks = {}
@@ -226,13 +229,6 @@ def bench_one_shape(args, d: int, length: int, layers: int, device, dtype) -> li
             print(json.dumps(row), flush=True)
             rows.append(row)
     return rows
-
-
-def make_model_step(args, name: str, d: int, length: int, layers: int, window: int | None, causal: bool):
-    device, dtype = torch.device(args.device), {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
-    torch.manual_seed(0)
-    model = build(name, d, length, layers, window, device, causal=causal)
-    return make_step(model, args.batch, length, device, dtype)
 
 
 if __name__ == "__main__":

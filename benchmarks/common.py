@@ -1,4 +1,8 @@
-"""What the benchmark scripts share: reading this process's memory from /proc."""
+"""What the benchmark scripts share: the dtype names of `--dtype`, reading this process's memory from /proc."""
+
+import torch
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}  # bf16 = autocast; parameters stay fp32
 
 
 def status_mib(field: str) -> float:
