@@ -36,7 +36,8 @@ from common import DTYPES, status_mib  # noqa: E402
 from spt_hf.modeling.configuration_dlr import DLRConfig  # noqa: E402
 from spt_hf.modeling.configuration_s4 import S4Config  # noqa: E402
 from spt_hf.modeling.modeling_dlr import DLRMixer  # noqa: E402
-from spt_hf.modeling.modeling_s4 import S4Mixer, as_complex  # noqa: E402
+from spt_hf.modeling.modeling_s4 import S4Mixer  # noqa: E402
+from spt_hf.modeling.ssm import as_complex  # noqa: E402
 
 MATMUL_FLOPS_PER_S = 196e9  # fp32 matmul, 2 cores (docs/benchmarks.md)
 FFT_FLOPS_PER_S = 16.7e9  # torch.fft.rfft, 2.5 n log2 n per transform

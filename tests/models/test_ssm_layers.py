@@ -10,20 +10,14 @@ import math
 import pytest
 import torch
 
-import spt_hf.modeling.fftconv as fftconv_module
-import spt_hf.modeling.modeling_s4 as s4_module
+import spt_hf.modeling.cauchy as cauchy_module
+import spt_hf.modeling.ssm as ssm_module
+from spt_hf.modeling.cauchy import paired_cauchy
 from spt_hf.modeling.configuration_dlr import DLRConfig
 from spt_hf.modeling.configuration_s4 import S4Config
-from spt_hf.modeling.fftconv import blocked_powers, fft_conv
 from spt_hf.modeling.modeling_dlr import DLRKernel, DLRMixer
-from spt_hf.modeling.modeling_s4 import (
-    S4KernelNPLR,
-    S4Mixer,
-    as_complex,
-    hippo_legs,
-    hippo_legs_nplr,
-    paired_cauchy,
-)
+from spt_hf.modeling.modeling_s4 import S4KernelNPLR, S4Mixer, hippo_legs, hippo_legs_nplr
+from spt_hf.modeling.ssm import as_complex, blocked_powers, fft_conv
 
 H, L_MAX = 8, 32
 KINDS = ["nplr", "diag", "dlr"]
@@ -173,7 +167,7 @@ def test_kernels_are_float32_and_close_to_float64():
 
 
 def test_paired_cauchy_gradcheck_across_chunks(monkeypatch):
-    monkeypatch.setattr(s4_module, "_CAUCHY_CHUNK", 4 * 5)  # splits features and frequencies into chunks
+    monkeypatch.setattr(cauchy_module, "_CAUCHY_CHUNK", 4 * 5)  # splits features and frequencies into chunks
     coef = torch.randn(3, 4, 4, dtype=torch.float64, requires_grad=True)
     mu = torch.complex(-torch.rand(3, 4, dtype=torch.float64) - 0.1, torch.randn(3, 4, dtype=torch.float64))
     mu.requires_grad_()
@@ -188,7 +182,7 @@ def test_fft_conv_gradcheck_across_chunks(monkeypatch):
     u = torch.randn(2, 6, 20, dtype=torch.float64, requires_grad=True)
     D = torch.randn(20, dtype=torch.float64, requires_grad=True)
     for chunk in (2 * 6 * 16, 2 * 6 * 40):  # channel chunks of 16 + 4; two batch entries per chunk
-        monkeypatch.setattr(fftconv_module, "_CHUNK_ELEMENTS", chunk)
+        monkeypatch.setattr(ssm_module, "_CHUNK_ELEMENTS", chunk)
         for channels in (1, 2):
             kernel = torch.randn(channels, 20, 8, dtype=torch.float64, requires_grad=True)
             assert torch.autograd.gradcheck(fft_conv, (u, kernel, D), fast_mode=True)

@@ -1,7 +1,11 @@
 """Configuration of spt_hf DLR models (diagonal linear RNN, Gupta et al. 2022, as used in the paper)."""
 
-from .configuration_s4 import check_time_steps
-from .configuration_sequence import SequenceModelConfig
+from .configuration_sequence import (
+    SequenceModelConfig,
+    check_positive_int,
+    check_ssm_learning_rate,
+    check_time_steps,
+)
 
 
 class DLRConfig(SequenceModelConfig):
@@ -35,15 +39,9 @@ class DLRConfig(SequenceModelConfig):
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
-        if not isinstance(self.state_size, int) or self.state_size <= 0:
-            raise ValueError(f"`state_size` must be a positive integer, got {self.state_size!r}.")
+        check_positive_int(self, "state_size", "max_position_embeddings")
         check_time_steps(self)
-        if not isinstance(self.max_position_embeddings, int) or self.max_position_embeddings <= 0:
-            raise ValueError(
-                f"`max_position_embeddings` must be a positive integer, got {self.max_position_embeddings!r}."
-            )
-        if self.ssm_learning_rate is not None and not self.ssm_learning_rate > 0:
-            raise ValueError(f"`ssm_learning_rate` must be None or > 0, got {self.ssm_learning_rate!r}.")
+        check_ssm_learning_rate(self)
 
 
 __all__ = ["DLRConfig"]

@@ -1,6 +1,12 @@
 """Configuration of spt_hf S4 models: the NPLR S4 layer the paper used, and its diagonal variant S4D."""
 
-from .configuration_sequence import SequenceModelConfig, check_choice
+from .configuration_sequence import (
+    SequenceModelConfig,
+    check_choice,
+    check_positive_int,
+    check_ssm_learning_rate,
+    check_time_steps,
+)
 
 S4_KERNELS = ("nplr", "diag")
 S4_INITS = ("legs", "random")
@@ -66,21 +72,8 @@ class S4Config(SequenceModelConfig):
         check_choice("kernel", self.kernel, S4_KERNELS)
         check_choice("init", self.init, S4_INITS)
         check_time_steps(self)
-        if not isinstance(self.max_position_embeddings, int) or self.max_position_embeddings <= 0:
-            raise ValueError(
-                f"`max_position_embeddings` must be a positive integer, got {self.max_position_embeddings!r}."
-            )
-        if self.ssm_learning_rate is not None and not self.ssm_learning_rate > 0:
-            raise ValueError(f"`ssm_learning_rate` must be None or > 0, got {self.ssm_learning_rate!r}.")
-
-
-def check_time_steps(config: SequenceModelConfig) -> None:
-    """Raise a ValueError unless 0 < time_step_min <= time_step_max."""
-    if not 0 < config.time_step_min <= config.time_step_max:
-        raise ValueError(
-            "`time_step_min` and `time_step_max` must satisfy 0 < time_step_min <= time_step_max, got "
-            f"{config.time_step_min} and {config.time_step_max}."
-        )
+        check_positive_int(self, "max_position_embeddings")
+        check_ssm_learning_rate(self)
 
 
 __all__ = ["S4Config"]

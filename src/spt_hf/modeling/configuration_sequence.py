@@ -18,6 +18,32 @@ def check_choice(name: str, value, allowed) -> None:
         raise ValueError(f"`{name}`={value!r} is not supported; expected one of {list(allowed)}.")
 
 
+def check_positive_int(config: PreTrainedConfig, *names: str, optional: bool = False) -> None:
+    """Raise a ValueError naming the first field that is not a positive integer (None is allowed if `optional`)."""
+    for name in names:
+        value = getattr(config, name)
+        if value is None and optional:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            allowed = "None or a positive integer" if optional else "a positive integer"
+            raise ValueError(f"`{name}` must be {allowed}, got {value!r}.")
+
+
+def check_time_steps(config: PreTrainedConfig) -> None:
+    """SSM step sizes: raise a ValueError unless 0 < time_step_min <= time_step_max."""
+    if not 0 < config.time_step_min <= config.time_step_max:
+        raise ValueError(
+            "`time_step_min` and `time_step_max` must satisfy 0 < time_step_min <= time_step_max, got "
+            f"{config.time_step_min} and {config.time_step_max}."
+        )
+
+
+def check_ssm_learning_rate(config: PreTrainedConfig) -> None:
+    """`ssm_learning_rate` is None (the global learning rate) or a positive number."""
+    if config.ssm_learning_rate is not None and not config.ssm_learning_rate > 0:
+        raise ValueError(f"`ssm_learning_rate` must be None or > 0, got {config.ssm_learning_rate!r}.")
+
+
 class SequenceModelConfig(PreTrainedConfig):
     r"""
     Base configuration of spt_hf sequence models. Architecture configs (`S4Config`, `DLRConfig`,
@@ -103,10 +129,8 @@ class SequenceModelConfig(PreTrainedConfig):
                 f"`input_values` of shape (B, L, C)); got vocab_size={self.vocab_size}, "
                 f"num_channels={self.num_channels}."
             )
-        for name in ("vocab_size", "num_channels", "hidden_size", "num_hidden_layers", "num_quantized_levels"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value <= 0):
-                raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        check_positive_int(self, "vocab_size", "num_channels", optional=True)
+        check_positive_int(self, "hidden_size", "num_hidden_layers", "num_quantized_levels")
         if not 0.0 <= self.hidden_dropout_prob < 1.0:
             raise ValueError(f"`hidden_dropout_prob` must be in [0, 1), got {self.hidden_dropout_prob}.")
         check_choice("pooling", self.pooling, POOLING_MODES)
@@ -120,4 +144,4 @@ class SequenceModelConfig(PreTrainedConfig):
                     raise ValueError(f"`{name}`={value} is outside the vocabulary [0, {self.vocab_size}).")
 
 
-__all__ = ["SequenceModelConfig"]
+__all__ = ["SequenceModelConfig", "check_choice", "check_positive_int", "check_ssm_learning_rate", "check_time_steps"]

@@ -14,10 +14,9 @@ from transformers import GenerationMixin
 from transformers import initialization as init
 
 from .configuration_dlr import DLRConfig
-from .fftconv import blocked_powers, compute_dtype
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
-from .modeling_s4 import SSMMixer, as_complex, state_dtype
 from .modeling_sequence import SequenceBackbone, SPTPreTrainedModel
+from .ssm import SSMMixer, as_complex, blocked_powers, compute_dtype, state_dtype
 
 
 class DLRKernel(nn.Module):
@@ -54,7 +53,7 @@ class DLRKernel(nn.Module):
         init.normal_(self.W, std=1.0 / self.state_size)
 
     def optimizer_overrides(self) -> dict[str, dict]:
-        """Method.md §6: Im λ and W at `ssm_learning_rate`, Re λ at the global lr; all weight decay 0."""
+        """docs/method.md §6: Im λ and W at `ssm_learning_rate`, Re λ at the global lr; all weight decay 0."""
         ssm = {"weight_decay": 0.0}
         if self.config.ssm_learning_rate is not None:
             ssm["lr"] = self.config.ssm_learning_rate

@@ -1,26 +1,28 @@
 """S4 as the paper used it: HiPPO-LegS state matrix in normal-plus-low-rank (NPLR) form, bilinear discretisation,
 kernel from a Cauchy kernel + Woodbury correction at the roots of unity; S4D (diagonal) as the simpler option.
 
-Reads top to bottom: HiPPO-LegS -> Cauchy kernel -> NPLR kernel -> S4D kernel -> mixer (the S4 layer).
+Reads top to bottom: HiPPO-LegS -> kernels (shared parameters, the NPLR kernel with its Woodbury correction, the S4D
+kernel) -> the S4 layer (`SSMMixer` of ssm.py around the kernel) -> models. The Cauchy sums of the NPLR kernel are a
+CPU-tuned autograd function of their own (cauchy.py); the layer, the FFT convolution and the recurrent-state helpers
+are shared with DLR (ssm.py).
 
 Notation: H features, N state size (N/2 conjugate pairs stored), L length, Δ step size, μ = Δλ/2. Every
 parameter is real (complex values are stored as real pairs, trailing dim 2): complex parameters break safetensors,
-NCCL all-reduce and some DDP paths (method.md §8.7). Complex arithmetic happens inside forward only.
+NCCL all-reduce and some DDP paths (docs/method.md §8.7). Complex arithmetic happens inside forward only.
 """
 
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from transformers import GenerationMixin
 from transformers import initialization as init
 
+from .cauchy import paired_cauchy
 from .configuration_s4 import S4Config
-from .configuration_sequence import SequenceModelConfig
-from .fftconv import blocked_powers, compute_dtype, fft_conv
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBackbone, SPTPreTrainedModel
+from .ssm import SSMMixer, as_complex, blocked_powers, compute_dtype, state_dtype
 
 # ----------------------------------------------------------------------------------------------------------------
 # HiPPO-LegS in NPLR form
@@ -51,170 +53,6 @@ def hippo_legs_nplr(state_size: int) -> tuple[Tensor, Tensor, Tensor]:
     return lam, V.conj().T @ P.to(V.dtype), V.conj().T @ B.to(V.dtype)
 
 
-def as_complex(pairs: Tensor) -> Tensor:
-    """(..., 2) real pairs -> (...) complex view."""
-    return torch.view_as_complex(pairs if pairs.stride(-1) == 1 else pairs.contiguous())
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Cauchy kernel
-# ----------------------------------------------------------------------------------------------------------------
-
-# Real elements (features x N/2 x frequencies) of one chunk of the Cauchy matrix (4 MiB per plane): [Re R | Im R]
-# stays in cache between its construction and the matmul that consumes it. 2^18 and 2^20 ran equally fast on the
-# quiet 2-core machine (4x larger was 60% slower); the larger needs 4x fewer OpenMP regions.
-_CAUCHY_CHUNK = 1 << 20
-
-
-def _cauchy_chunks(hidden: int, half: int, freqs: int, device: torch.device) -> list[tuple[slice, slice]]:
-    """(feature slice, frequency slice) pairs of about `_CAUCHY_CHUNK` elements each (one chunk off the CPU)."""
-    if device.type != "cpu":
-        return [(slice(0, hidden), slice(0, freqs))]
-    if half * freqs <= 1.25 * _CAUCHY_CHUNK:
-        step = max(1, _CAUCHY_CHUNK // (half * freqs))
-        return [(slice(h, min(h + step, hidden)), slice(0, freqs)) for h in range(0, hidden, step)]
-    width = -(-freqs // -(-(half * freqs) // _CAUCHY_CHUNK))
-    return [(slice(h, h + 1), slice(f, min(f + width, freqs))) for h in range(hidden) for f in range(0, freqs, width)]
-
-
-def _resolvent(mu_re: Tensor, mu_im: Tensor, grid: list[Tensor], work: Tensor, out: Tensor) -> Tensor:
-    """[Re R | Im R] (h, N/2, 2f) of R = 1/D', D' = |μ|² c_k² - s_k² - 2i Re(μ) s_k c_k, written into `out`.
-
-    D' = c_k² (τ_k - μ)(τ_k - μ̄) with τ_k = i tan(θ_k/2): one conjugate pair of Cauchy terms, scaled by c_k so that
-    the Nyquist bin (c = 0) stays finite.
-    """
-    cos2, neg_sin2, sincos = grid  # (f,) each
-    freqs = cos2.shape[0]
-    d_re, d_im, inverse = work, out[..., freqs:], out[..., :freqs]  # (h, N/2, f) each
-    torch.addcmul(neg_sin2, (mu_re * mu_re + mu_im * mu_im).unsqueeze(-1), cos2, out=d_re)  # |μ|²c² - s²
-    torch.mul((2 * mu_re).unsqueeze(-1), sincos, out=d_im)  # -Im D' = 2 Re(μ) s c
-    torch.mul(d_re, d_re, out=inverse).addcmul_(d_im, d_im).reciprocal_()  # 1 / |D'|²
-    d_im.mul_(inverse)  # Im R = -Im D' / |D'|²
-    inverse.mul_(d_re)  # Re R = Re D' / |D'|²
-    return out
-
-
-class _PairedCauchy(torch.autograd.Function):
-    """U[m, h, k] = Σ_n (α[h, m, n] c_k + i β[h, m, n] s_k) R[h, n, k] as (M, 2, H, F): real and imaginary planes.
-
-    Computed chunk by chunk (features x frequencies) as G = [α; β] @ [Re R | Im R]: the (H, N/2, F) Cauchy matrix is
-    never materialised, and the backward recomputes each chunk instead of saving it.
-    """
-
-    @staticmethod
-    def forward(ctx, coef: Tensor, mu_re: Tensor, mu_im: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-        hidden, rows, half = coef.shape  # rows = 2M: α rows then β rows
-        grid = [cos * cos, -sin * sin, sin * cos]
-        out = coef.new_empty(rows // 2, 2, hidden, cos.shape[0])  # (M, 2, H, F)
-        work = _Workspace(coef, _cauchy_chunks(hidden, half, cos.shape[0], coef.device), half)
-        for hs, fs, r in work.resolvents(mu_re, mu_im, grid):
-            g = torch.bmm(coef[hs], r, out=work.buffer("g", rows, 2))  # (h, 2M, 2f): [αRe R, αIm R; βRe R, βIm R]
-            f, c, s = fs.stop - fs.start, cos[fs], sin[fs]
-            u_re, u_im = out[:, 0, hs, fs].transpose(0, 1), out[:, 1, hs, fs].transpose(0, 1)  # (h, M, f)
-            torch.mul(g[:, : rows // 2, :f], c, out=u_re).addcmul_(g[:, rows // 2 :, f:], s, value=-1.0)
-            torch.mul(g[:, : rows // 2, f:], c, out=u_im).addcmul_(g[:, rows // 2 :, :f], s)
-        ctx.save_for_backward(coef, mu_re, mu_im, cos, sin)
-        return out
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: Tensor):
-        coef, mu_re, mu_im, cos, sin = ctx.saved_tensors
-        hidden, rows, half = coef.shape
-        grid = [cos * cos, -sin * sin, sin * cos]
-        cos2_x2, sincos_x2 = 2 * grid[0], 2 * grid[2]
-        grad_coef, s1, s2 = torch.zeros_like(coef), torch.zeros_like(mu_re), torch.zeros_like(mu_re)
-        work = _Workspace(coef, _cauchy_chunks(hidden, half, cos.shape[0], coef.device), half)
-        m = rows // 2
-        for hs, fs, r in work.resolvents(mu_re, mu_im, grid):
-            f, c, s = fs.stop - fs.start, cos[fs], sin[fs]
-            gu_re, gu_im = grad[:, 0, hs, fs].transpose(0, 1), grad[:, 1, hs, fs].transpose(0, 1)  # (h, M, f)
-            g = work.buffer("g", rows, 2)  # ∂L/∂G (h, 2M, 2f)
-            torch.mul(gu_re, c, out=g[:, :m, :f])
-            torch.mul(gu_im, c, out=g[:, :m, f:])
-            torch.mul(gu_im, s, out=g[:, m:, :f])
-            torch.mul(gu_re, -s, out=g[:, m:, f:])
-            grad_coef[hs].baddbmm_(g, r.transpose(1, 2))  # (h, 2M, N/2)
-            sq = work.buffer("square", half, 2)  # [Re R² | Im R² / 2]
-            torch.mul(r[..., :f], r[..., :f], out=sq[..., :f]).addcmul_(r[..., f:], r[..., f:], value=-1.0)
-            torch.mul(r[..., :f], r[..., f:], out=sq[..., f:])
-            # ∂L/∂D' = -(∂L/∂R) conj(R²), ∂L/∂R = coefᵀ g: its sums over k weighted by c² (real part) and by s·c
-            # (imaginary part) are coef-weighted columns of one matmul of the weighted g with R²
-            weighted = work.buffer("weighted", 2 * rows, 2)  # (h, 4M, 2f)
-            torch.mul(g[..., :f], grid[0][fs], out=weighted[:, :rows, :f])
-            torch.mul(g[..., f:], cos2_x2[fs], out=weighted[:, :rows, f:])
-            torch.mul(g[..., f:], grid[2][fs], out=weighted[:, rows:, :f])
-            torch.mul(g[..., :f], -sincos_x2[fs], out=weighted[:, rows:, f:])
-            z = torch.bmm(weighted, sq.transpose(1, 2))  # (h, 4M, N/2)
-            s1[hs].sub_((coef[hs] * z[:, :rows]).sum(1))  # Σ_k c_k² ∂L/∂Re D'
-            s2[hs].sub_((coef[hs] * z[:, rows:]).sum(1))  # Σ_k s_k c_k ∂L/∂Im D'
-        # D' = |μ|²c² - s² - 2i Re(μ) s c  =>  ∂D'/∂Re μ = (2 Re μ c², -2 s c), ∂D'/∂Im μ = (2 Im μ c², 0)
-        return grad_coef, 2 * mu_re * s1 - 2 * s2, 2 * mu_im * s1, None, None
-
-
-class _Workspace:
-    """Work buffers sized for the largest chunk, reused across chunks (fresh large allocations page-fault)."""
-
-    def __init__(self, like: Tensor, chunks: list[tuple[slice, slice]], half: int):
-        self.like, self.chunks, self.half = like, chunks, half
-        self.features = max(hs.stop - hs.start for hs, _ in chunks)
-        self.freqs = max(fs.stop - fs.start for _, fs in chunks)
-        self.buffers: dict[str, Tensor] = {}
-        self.shape: tuple[int, int] = (0, 0)
-
-    def buffer(self, name: str, rows: int, planes: int) -> Tensor:
-        """A (h, rows, planes·f) view of the buffer `name` for the current chunk."""
-        if name not in self.buffers:
-            self.buffers[name] = self.like.new_empty(self.features * rows * planes * self.freqs)
-        h, f = self.shape
-        return self.buffers[name][: h * rows * planes * f].view(h, rows, planes * f)
-
-    def resolvents(self, mu_re: Tensor, mu_im: Tensor, grid: list[Tensor]):
-        """Yield (feature slice, frequency slice, [Re R | Im R] of the chunk) for every chunk."""
-        for hs, fs in self.chunks:
-            self.shape = (hs.stop - hs.start, fs.stop - fs.start)
-            out, work = self.buffer("resolvent", self.half, 2), self.buffer("work", self.half, 1)
-            yield hs, fs, _resolvent(mu_re[hs], mu_im[hs], [x[fs] for x in grid], work, out)
-
-
-def paired_cauchy(coef: Tensor, mu: Tensor, length: int) -> list[tuple[Tensor, Tensor]]:
-    """U[m, h, k] = c_k Σ_{n, both members of each conjugate pair} v[m, h, n] / (τ_k - μ[h, n]), as (Re, Im) (H, F).
-
-    Evaluated at the rfft bins of `length`: τ_k = i tan(θ_k / 2), (c_k, s_k) = (cos, sin)(θ_k / 2), θ_k = 2πk/length
-    (the roots of unity after the bilinear map). Each pair gives (α c_k + i β s_k) / D' with α = -2 Re(v μ̄),
-    β = 2 Re(v): coef = [α; β] (H, 2M, N/2). Returned unbound, so that the backward stacks the gradients once instead
-    of zero-filling a full tensor per slice.
-    """
-    angle = math.pi * torch.arange(length // 2 + 1, device=coef.device, dtype=torch.float64) / length  # θ_k / 2
-    cos, sin = angle.cos().to(coef.dtype), angle.sin().to(coef.dtype)
-    planes = _PairedCauchy.apply(coef, mu.real.contiguous(), mu.imag.contiguous(), cos, sin)  # (M, 2, H, F)
-    return [tuple(u.unbind(0)) for u in planes.unbind(0)]
-
-
-def woodbury_spectrum(sums: list[tuple[Tensor, Tensor]], dt: Tensor, length: int) -> Tensor:
-    """K̂ (C, H, F) at the rfft bins of `length` from the scaled Cauchy sums U_ab = k_ab / c of `paired_cauchy`.
-
-    With τ = i tan(θ/2) = (Δ/2) g, hc = (Δ/2) cos(θ/2) and 1 + τ = e^{iθ/2} / cos(θ/2):
-        K̂ = (1 + τ)(Δ/2)(k_CB - (Δ/2) k_CP k_PB / (1 + (Δ/2) k_PP)) = e^{iθ/2} (Δ/2)(U_CB - U_CP e),
-        e = hc U_PB / (1 + hc U_PP),
-    finite at the Nyquist bin (cos = 0). Real arithmetic: complex division and conjugate views are slow on CPU.
-    """
-    dtype = dt.dtype
-    angle = math.pi * torch.arange(length // 2 + 1, device=dt.device, dtype=torch.float64) / length  # θ/2 (F,)
-    half_dt = (dt / 2).unsqueeze(-1)  # (H, 1)
-    hc, hs = half_dt * angle.cos().to(dtype), half_dt * angle.sin().to(dtype)  # (Δ/2) e^{iθ/2} = hc + i hs
-    (pb_re, pb_im), (pp_re, pp_im) = sums[-2], sums[-1]
-    den_re, den_im = 1 + hc * pp_re, hc * pp_im  # 1 + hc U_PP
-    scale = hc / (den_re.square() + den_im.square())
-    e_re, e_im = (pb_re * den_re + pb_im * den_im) * scale, (pb_im * den_re - pb_re * den_im) * scale
-    spectra = []
-    for (cb_re, cb_im), (cp_re, cp_im) in zip(sums[:-2:2], sums[1:-2:2]):  # one per direction
-        w_re = cb_re - (cp_re * e_re - cp_im * e_im)  # U_CB - U_CP e
-        w_im = cb_im - (cp_re * e_im + cp_im * e_re)
-        spectra.append(torch.complex(w_re * hc - w_im * hs, w_re * hs + w_im * hc))
-    return torch.stack(spectra)  # (C, H, F)
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # Kernels
 # ----------------------------------------------------------------------------------------------------------------
@@ -237,7 +75,7 @@ class S4KernelBase(nn.Module):
         self.C = nn.Parameter(torch.empty(self.channels, self.hidden_size, self.half, 2))
 
     def optimizer_overrides(self) -> dict[str, dict]:
-        """Method.md §6: Λ, P, B at `ssm_learning_rate`, Δ at the global lr; all weight decay 0. C: ordinary."""
+        """docs/method.md §6: Λ, P, B at `ssm_learning_rate`, Δ at the global lr; all weight decay 0. C: ordinary."""
         ssm = {"weight_decay": 0.0}
         if self.config.ssm_learning_rate is not None:
             ssm["lr"] = self.config.ssm_learning_rate
@@ -274,6 +112,30 @@ class S4KernelBase(nn.Module):
             lin = math.pi * torch.arange(self.half, dtype=torch.float32, device="cpu")  # Im Λ_n = πn
             init.copy_(self.lambda_imag, lin.expand(self.n_ssm, -1))
             init.copy_(self.B, ones)
+
+
+def woodbury_spectrum(sums: list[tuple[Tensor, Tensor]], dt: Tensor, length: int) -> Tensor:
+    """K̂ (C, H, F) at the rfft bins of `length` from the scaled Cauchy sums U_ab = k_ab / c of `paired_cauchy`.
+
+    With τ = i tan(θ/2) = (Δ/2) g, hc = (Δ/2) cos(θ/2) and 1 + τ = e^{iθ/2} / cos(θ/2):
+        K̂ = (1 + τ)(Δ/2)(k_CB - (Δ/2) k_CP k_PB / (1 + (Δ/2) k_PP)) = e^{iθ/2} (Δ/2)(U_CB - U_CP e),
+        e = hc U_PB / (1 + hc U_PP),
+    finite at the Nyquist bin (cos = 0). Real arithmetic: complex division and conjugate views are slow on CPU.
+    """
+    dtype = dt.dtype
+    angle = math.pi * torch.arange(length // 2 + 1, device=dt.device, dtype=torch.float64) / length  # θ/2 (F,)
+    half_dt = (dt / 2).unsqueeze(-1)  # (H, 1)
+    hc, hs = half_dt * angle.cos().to(dtype), half_dt * angle.sin().to(dtype)  # (Δ/2) e^{iθ/2} = hc + i hs
+    (pb_re, pb_im), (pp_re, pp_im) = sums[-2], sums[-1]
+    den_re, den_im = 1 + hc * pp_re, hc * pp_im  # 1 + hc U_PP
+    scale = hc / (den_re.square() + den_im.square())
+    e_re, e_im = (pb_re * den_re + pb_im * den_im) * scale, (pb_im * den_re - pb_re * den_im) * scale
+    spectra = []
+    for (cb_re, cb_im), (cp_re, cp_im) in zip(sums[:-2:2], sums[1:-2:2]):  # one per direction
+        w_re = cb_re - (cp_re * e_re - cp_im * e_im)  # U_CB - U_CP e
+        w_im = cb_im - (cp_re * e_im + cp_im * e_re)
+        spectra.append(torch.complex(w_re * hc - w_im * hs, w_re * hs + w_im * hc))
+    return torch.stack(spectra)  # (C, H, F)
 
 
 class S4KernelNPLR(S4KernelBase):
@@ -429,80 +291,9 @@ class S4KernelDiag(S4KernelBase):
         return 2 * (c_out * x).real.sum(-1), torch.view_as_real(x)  # (B, H), (B, H, N/2, 2)
 
 
-def state_dtype(dtype: torch.dtype | None) -> torch.dtype:
-    """Recurrent states are kept in float32 (float64 if asked), whatever the model's dtype."""
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
 # ----------------------------------------------------------------------------------------------------------------
-# Mixer
+# The S4 layer
 # ----------------------------------------------------------------------------------------------------------------
-
-
-def check_finite(kernel: Tensor, layer: nn.Module) -> None:
-    """Raise a FloatingPointError naming the layer if the SSM kernel overflowed (e.g. after a divergent step)."""
-    if not torch.isfinite(kernel).all():
-        raise FloatingPointError(
-            f"{type(layer).__name__} (layer {layer.layer_idx}): the SSM kernel has non-finite values; the SSM "
-            "parameters diverged (lower the learning rate or ssm_learning_rate)."
-        )
-
-
-class SSMMixer(nn.Module):
-    """The SSM layer shared by S4 and DLR: y = GLU(Linear(H, 2H)(Dropout(GELU(K * u + D ⊙ u)))) on (B, L, H).
-
-    `kernel` maps a length L to the kernels (C, H, L): C = 1 (causal, lags 0..L-1) or C = 2 (bidirectional, the
-    second at lags -1..-L), both directions from one kernel call per forward. The kernel and the FFT convolution run
-    in float32 with autocast disabled; the output linear layer follows the surrounding autocast. Causal layers
-    also run recurrently (`init_state`, `step`) for generation.
-    """
-
-    def __init__(self, config: SequenceModelConfig, layer_idx: int | None, kernel: nn.Module):
-        super().__init__()
-        self.config = config
-        self.layer_idx = layer_idx
-        self.kernel = kernel
-        self.D = nn.Parameter(torch.empty(config.hidden_size))
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.output_linear = nn.Linear(config.hidden_size, 2 * config.hidden_size)
-        self._init_spt_weights()
-
-    def _init_spt_weights(self) -> None:
-        """D ~ N(0, 1) as in the official code (an ordinary parameter: global lr and weight decay)."""
-        init.normal_(self.D)
-
-    def forward(self, hidden_states: Tensor, attention_mask: Tensor | None = None, **kwargs) -> Tensor:
-        """(B, L, H) -> (B, L, H). Padded positions must already be zero (right padding); the mask is unused."""
-        with torch.autocast(device_type=hidden_states.device.type, enabled=False):
-            kernel = self.kernel(hidden_states.shape[1])  # (C, H, L) float32
-            check_finite(kernel, self)
-            y = fft_conv(hidden_states, kernel, self.D)  # (B, L, H) in the input dtype
-        return self._output(y)
-
-    def _output(self, y: Tensor) -> Tensor:
-        y = self.dropout(F.gelu(y))  # (..., H)
-        return F.glu(self.output_linear(y), dim=-1)  # (..., 2H) -> (..., H)
-
-    def _require_causal(self) -> None:
-        if self.config.bidirectional:
-            raise ValueError(
-                f"{type(self).__name__}.step/init_state need a causal model (bidirectional=False): a bidirectional "
-                "layer sees future positions and has no recurrent form."
-            )
-
-    def init_state(self, batch_size: int, device=None, dtype=None) -> tuple[Tensor, ...]:
-        """Zero recurrent state for `batch_size` sequences (real tensors, float32 unless dtype is float64)."""
-        self._require_causal()
-        return (self.kernel.init_state(batch_size, device, dtype),)
-
-    def step(self, hidden_state: Tensor, state: tuple[Tensor, ...], attention_mask=None, **kwargs):
-        """One position (B, H) -> (output (B, H), new state); equals `forward` position by position (eval mode)."""
-        self._require_causal()
-        with torch.autocast(device_type=hidden_state.device.type, enabled=False):
-            u = hidden_state.to(state[0].dtype)  # (B, H)
-            y, new_state = self.kernel.step(u, state[0])  # (B, H)
-            y = y + self.D.to(u.dtype) * u
-        return self._output(y.to(hidden_state.dtype)), (new_state,)
 
 
 class S4Mixer(SSMMixer):

@@ -1,19 +1,49 @@
-"""Numerical primitives shared by the S4 and DLR mixers: the FFT convolution y = K * u + D ⊙ u (causal or
-bidirectional) and the blocked power tables a^l of diagonal state matrices.
+"""The SSM layer shared by S4 and DLR, and its numerical primitives.
 
-Both run in float32 (float64 when given float64, for the tests) with autocast disabled: the SSM kernel and the
-spectra lose too much in bf16/fp16.
+    SSMMixer:  y = GLU(Linear(H, 2H)(Dropout(GELU(K * u + D ⊙ u))))   on (B, L, H)
 
-Speed (2-core CPU, see benchmarks/README.md): the convolution works on small chunks of channels, FFTs a pre-zeroed
-2L buffer (instead of `n=2L` padding), multiplies spectra in place and writes its output straight into (B, L, H),
-so no (B, H, L) transpose or big temporary is ever allocated. The backward recomputes the input spectrum chunk by
-chunk instead of saving a (B, H, L+1) complex tensor.
+An architecture supplies the kernel module K (S4's NPLR or diagonal kernel, DLR's kernel): a module mapping a length L
+to kernels (C, H, L), C = 1 (causal) or 2 (bidirectional), with `init_state`/`step` for the recurrent form. This file
+holds what every such layer shares: the FFT convolution y = K * u + D ⊙ u (causal or bidirectional), the blocked
+power tables a^l of diagonal state matrices, complex numbers stored as real pairs, and the layer itself.
+
+Everything here runs in float32 (float64 when given float64, for the tests) with autocast disabled: the SSM kernel
+and the spectra lose too much in bf16/fp16.
+
+Speed (2-core CPU, docs/benchmarks.md): the convolution works on small chunks of channels, FFTs a pre-zeroed 2L
+buffer (instead of `n=2L` padding), multiplies spectra in place and writes its output straight into (B, L, H), so no
+(B, H, L) transpose or big temporary is ever allocated. The backward recomputes the input spectrum chunk by chunk
+instead of saving a (B, H, L+1) complex tensor.
 """
 
 import math
 
 import torch
-from torch import Tensor
+import torch.nn.functional as F
+from torch import Tensor, nn
+from transformers import initialization as init
+
+from .configuration_sequence import SequenceModelConfig
+
+# ----------------------------------------------------------------------------------------------------------------
+# Complex numbers as real pairs, recurrent-state precision
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def as_complex(pairs: Tensor) -> Tensor:
+    """(..., 2) real pairs -> (...) complex view."""
+    return torch.view_as_complex(pairs if pairs.stride(-1) == 1 else pairs.contiguous())
+
+
+def state_dtype(dtype: torch.dtype | None) -> torch.dtype:
+    """Recurrent states are kept in float32 (float64 if asked), whatever the model's dtype."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# FFT convolution and blocked powers
+# ----------------------------------------------------------------------------------------------------------------
+
 
 # Channels x 2L floats of one FFT chunk (4 MiB): small enough for the cache (one rfft of 256 channels x 32768 runs
 # at a fifth of the speed of 32 channels), large enough that few chunks (= OpenMP regions) are needed; the 2-core
@@ -168,3 +198,74 @@ def blocked_powers(log_a: Tensor, length: int, block: int | None = None) -> tupl
     sub = math.isqrt(block - 1) + 1
     fine = table(-(-block // sub), sub).unsqueeze(-1) * table(sub, 1).unsqueeze(-2)  # (..., N, ⌈c/s⌉, s)
     return table(-(-length // block), block), fine.flatten(-2)[..., :block], block
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The layer
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def check_finite(kernel: Tensor, layer: nn.Module) -> None:
+    """Raise a FloatingPointError naming the layer if the SSM kernel overflowed (e.g. after a divergent step)."""
+    if not torch.isfinite(kernel).all():
+        raise FloatingPointError(
+            f"{type(layer).__name__} (layer {layer.layer_idx}): the SSM kernel has non-finite values; the SSM "
+            "parameters diverged (lower the learning rate or ssm_learning_rate)."
+        )
+
+
+class SSMMixer(nn.Module):
+    """The SSM layer shared by S4 and DLR: y = GLU(Linear(H, 2H)(Dropout(GELU(K * u + D ⊙ u)))) on (B, L, H).
+
+    `kernel` maps a length L to the kernels (C, H, L): C = 1 (causal, lags 0..L-1) or C = 2 (bidirectional, the
+    second at lags -1..-L), both directions from one kernel call per forward. The kernel and the FFT convolution run
+    in float32 with autocast disabled; the output linear layer follows the surrounding autocast. Causal layers
+    also run recurrently (`init_state`, `step`) for generation.
+    """
+
+    def __init__(self, config: SequenceModelConfig, layer_idx: int | None, kernel: nn.Module):
+        super().__init__()
+        self.config = config
+        self.layer_idx = layer_idx
+        self.kernel = kernel
+        self.D = nn.Parameter(torch.empty(config.hidden_size))
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.output_linear = nn.Linear(config.hidden_size, 2 * config.hidden_size)
+        self._init_spt_weights()
+
+    def _init_spt_weights(self) -> None:
+        """D ~ N(0, 1) as in the official code (an ordinary parameter: global lr and weight decay)."""
+        init.normal_(self.D)
+
+    def forward(self, hidden_states: Tensor, attention_mask: Tensor | None = None, **kwargs) -> Tensor:
+        """(B, L, H) -> (B, L, H). Padded positions must already be zero (right padding); the mask is unused."""
+        with torch.autocast(device_type=hidden_states.device.type, enabled=False):
+            kernel = self.kernel(hidden_states.shape[1])  # (C, H, L) float32
+            check_finite(kernel, self)
+            y = fft_conv(hidden_states, kernel, self.D)  # (B, L, H) in the input dtype
+        return self._output(y)
+
+    def _output(self, y: Tensor) -> Tensor:
+        y = self.dropout(F.gelu(y))  # (..., H)
+        return F.glu(self.output_linear(y), dim=-1)  # (..., 2H) -> (..., H)
+
+    def _require_causal(self) -> None:
+        if self.config.bidirectional:
+            raise ValueError(
+                f"{type(self).__name__}.step/init_state need a causal model (bidirectional=False): a bidirectional "
+                "layer sees future positions and has no recurrent form."
+            )
+
+    def init_state(self, batch_size: int, device=None, dtype=None) -> tuple[Tensor, ...]:
+        """Zero recurrent state for `batch_size` sequences (real tensors, float32 unless dtype is float64)."""
+        self._require_causal()
+        return (self.kernel.init_state(batch_size, device, dtype),)
+
+    def step(self, hidden_state: Tensor, state: tuple[Tensor, ...], attention_mask=None, **kwargs):
+        """One position (B, H) -> (output (B, H), new state); equals `forward` position by position (eval mode)."""
+        self._require_causal()
+        with torch.autocast(device_type=hidden_state.device.type, enabled=False):
+            u = hidden_state.to(state[0].dtype)  # (B, H)
+            y, new_state = self.kernel.step(u, state[0])  # (B, H)
+            y = y + self.D.to(u.dtype) * u
+        return self._output(y.to(hidden_state.dtype)), (new_state,)
