@@ -98,7 +98,7 @@ def bench(task: str, model_name: str, steps: int, rounds: int, batch: int, worke
     from transformers import AutoConfig, AutoModelForMaskedLM
 
     from spt_hf.data import MaskedSPTCollator, pretraining_dataset
-    from spt_hf.training.tasks import load_task_data
+    from spt_hf.training.task_data import load_task_data
 
     with tempfile.TemporaryDirectory() as tmp:
         recipe = recipe_for(task, model_name, steps, batch, workers, Path(tmp))

@@ -1,109 +1,189 @@
-"""The `spt-hf` command (also `python -m spt_hf`).
+"""The `spt-hf` command (also `python -m spt_hf`): one argument parser tree, one function per sub-command.
 
-spt-hf pretrain --config recipes/<task>/<arch>-spt.yaml [--key value ...]
-spt-hf finetune --config recipes/<task>/<arch>-finetune.yaml [--model_name_or_path DIR_OR_HUB_ID]
-spt-hf run --config recipes/<task>/<arch>-spt.yaml [--with-scratch]   (finds <arch>-finetune.yaml beside it)
-spt-hf report RUN_DIR [RUN_DIR ...]
-spt-hf generate-data TASK --out DIR --num-train N --num-val N --num-test N
-spt-hf demo
+    spt-hf spt --config RECIPE.yaml [--key value ...]        self-pretraining (alias: spt-hf pretrain)
+    spt-hf finetune --config RECIPE.yaml [--key value ...]   finetuning from --model_name_or_path, or from scratch
+    spt-hf run --config RECIPE-spt.yaml [--with-scratch]     SPT, finetuning (and the scratch baseline), the report
+    spt-hf report RUN_DIR [RUN_DIR ...]                      the comparison table and plots of finished runs
+    spt-hf push RUN_OR_CHECKPOINT_DIR --repo-id NAME         a checkpoint and its model card to the Hub
+    spt-hf generate-data TASK --out DIR --num-train N ...    ListOps / Pathfinder data in the LRA layout
+    spt-hf recipes [FOLDER]                                  the recipes shipped with spt_hf (path NAME: one file)
+    spt-hf demo                                              the README's main job
+
+RECIPE.yaml is a path or the name of a shipped recipe (`cpu/digits-transformer-spt.yaml`). Mistakes (a bad recipe,
+a missing folder, a corrupted checkpoint) print one line saying what is wrong and how to fix it; `--debug` (or
+SPT_HF_DEBUG=1) shows the traceback. Internal errors always show it.
 """
 
 import argparse
+import os
 import sys
+import traceback
 from pathlib import Path
 
-RECIPE_COMMANDS = ("pretrain", "finetune", "run")
+PACKAGE_DIR = Path(__file__).resolve().parent
+USER_ERRORS = (ValueError, TypeError, KeyError, FileNotFoundError, NotADirectoryError, FileExistsError,
+               PermissionError, FloatingPointError, RuntimeError)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "push":
-        from .hub.cli import push_main
-
-        return push_main(argv[1:])
-    if argv and argv[0] == "generate-data":
-        from .data.cli import generate_data_main
-
-        return generate_data_main(argv[1:])
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if args.command in RECIPE_COMMANDS:
-        from .hub import HubPushError, MissingHubCredentialsError
-
-        try:
-            return run_recipe_command(args, rest, parser)
-        except (MissingHubCredentialsError, HubPushError) as error:  # the message says what to do; no traceback
-            print(f"spt-hf {args.command}: error: {error}", file=sys.stderr)
-            return 1
-    if rest:
+    if rest and not getattr(args, "takes_overrides", False):
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    if args.command == "report":
-        from .training.results import report
+    debug = args.debug or os.environ.get("SPT_HF_DEBUG", "").lower() in ("1", "true", "yes")
+    try:
+        return args.handler(args, rest) or 0
+    except Exception as error:
+        if debug or not is_user_error(error):
+            raise
+        print(f"spt-hf {args.command}: error: {error}", file=sys.stderr)
+        print("(--debug or SPT_HF_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 1
 
-        print(report(args.run_dirs, args.out))
-    elif args.command == "demo":
-        from .demo import run_demo
 
-        run_demo(args.output_dir, seeds=args.seeds, architectures=args.architectures)
-    return 0
+def is_user_error(error: BaseException) -> bool:
+    """A mistake of the user's that spt_hf itself diagnosed: an error of the kinds spt_hf raises with a message
+    naming the problem and the fix, by a `raise` statement of spt_hf's own code. The same kinds of error raised
+    anywhere else (inside a library, or by an operation of ours such as a failed lookup) are bugs: traceback."""
+    if not isinstance(error, USER_ERRORS):
+        return False
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames or not Path(frames[-1].filename).resolve().is_relative_to(PACKAGE_DIR):
+        return False
+    return (frames[-1].line or "").lstrip().startswith("raise")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The parser tree
+# ----------------------------------------------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="spt-hf", description="Self-pretraining (SPT) of long-sequence models.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    for name, text in (
-        ("pretrain", "self-pretrain on the task's train split (recipe ...-spt.yaml)"),
-        ("finetune", "finetune from an SPT checkpoint, a Hub model, or from scratch (recipe ...-finetune.yaml)"),
-        ("run", "SPT then finetuning (and --with-scratch: the scratch baseline), then the comparison"),
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show the traceback of errors")
+    parser = argparse.ArgumentParser(
+        prog="spt-hf", description="Self-pretraining (SPT) of long-sequence models.", parents=[common]
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, handler, help: str, aliases=(), **kwargs) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help, aliases=list(aliases), parents=[common], **kwargs)
+        sub.set_defaults(handler=handler, command=name)
+        return sub
+
+    for name, aliases, text in (
+        ("spt", ["pretrain"], "self-pretrain on the task's train split only (recipe <arch>-spt.yaml)"),
+        ("finetune", [], "finetune from --model_name_or_path (an SPT checkpoint), or train from scratch without it"),
+        ("run", [], "SPT, then finetuning from it (and --with-scratch: the scratch baseline), then the report"),
     ):
-        command = commands.add_parser(name, help=text, description=text, add_help=False)
-        command.add_argument("-h", "--help", action="store_true", help="list every recipe key")
-        command.add_argument("--config", help="YAML recipe; every key can be overridden with --key value")
+        sub = command(name, recipe_command, text, aliases, add_help=False, usage=f"spt-hf {name} --config RECIPE.yaml "
+                      "[--key value ...]")  # fmt: skip
+        sub.set_defaults(takes_overrides=True)
+        sub.add_argument("-h", "--help", action="store_true", help="list every recipe key, in groups")
+        sub.add_argument("--config", metavar="RECIPE.yaml", help="a recipe file or a shipped recipe's name")
         if name == "run":
-            command.add_argument("--finetune-config", help="finetuning recipe (default: <name>-finetune.yaml)")
-            command.add_argument("--with-scratch", action="store_true", help="also train the scratch baseline")
-    report = commands.add_parser("report", help="Markdown table and PNG plots of run folders")
+            sub.add_argument("--finetune-config", metavar="RECIPE.yaml", help="default: <name>-finetune.yaml")
+            sub.add_argument("--with-scratch", action="store_true", help="also train the scratch baseline")
+
+    report = command("report", report_command, "Markdown table and PNG plots of finished run folders")
     report.add_argument("run_dirs", nargs="+", help="folders holding results.json files")
     report.add_argument("--out", help="where report.md and the plots go (default: the first folder)")
-    demo = commands.add_parser("demo", help="the README's main job: SPT vs scratch on real offline data")
+
+    push = command("push", push_command, "push a checkpoint folder, or one phase of a run folder, to the Hub")
+    push.add_argument("path", help="a checkpoint folder (config.json + model.safetensors) or a `spt-hf run` folder")
+    push.add_argument("--repo-id", required=True, help="the Hub repository, NAMESPACE/NAME (created if needed)")
+    push.add_argument("--phase", choices=("spt", "finetune", "scratch"), help="the phase of a run folder (default spt)")
+    push.add_argument("--private", action="store_true", help="create the repository as private")
+    push.add_argument("--revision", help="push to this branch (created from main if it does not exist)")
+    push.add_argument("--commit-message", help="the commit message (default: phase and steps)")
+
+    generate = command("generate-data", generate_command, "write ListOps / Pathfinder / PathX data in the LRA layout")
+    add_generate_arguments(generate)
+
+    recipes = command("recipes", recipes_command, "list the recipes shipped with spt_hf, or print one's path")
+    recipes.add_argument(
+        "what", nargs="*", metavar="FOLDER | path NAME",
+        help="a folder (cpu, listops, ...), or `path NAME` to print the file of one recipe (for `accelerate launch "
+        "--config_file`)",
+    )  # fmt: skip
+
+    demo = command("demo", demo_command, "the README's main job: SPT vs scratch on real offline data")
     demo.add_argument("--output-dir", default="runs/demo")
     demo.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     demo.add_argument("--architectures", nargs="+", default=["transformer"])
-    commands.add_parser("push", help="push a checkpoint or a run's phase to the Hugging Face Hub (see its --help)")
-    commands.add_parser("generate-data", help="write ListOps / Pathfinder data in the LRA layout (see its --help)")
     return parser
 
 
-def run_recipe_command(args, rest: list[str], parser) -> int:
+def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
+    from .data.generators import PATHFINDER_FLOATS, PATHFINDER_RESOLUTIONS
+
+    tasks = parser.add_subparsers(dest="task", required=True, metavar="TASK")
+    defaults = argparse.ArgumentDefaultsHelpFormatter
+
+    def task(name: str, text: str) -> argparse.ArgumentParser:
+        sub = tasks.add_parser(name, help=text, formatter_class=defaults)
+        sub.add_argument("--out", required=True, help="output folder (created if missing)")
+        sub.add_argument("--num-train", type=int, required=True, help="training examples")
+        sub.add_argument("--num-val", type=int, required=True, help="validation examples")
+        sub.add_argument("--num-test", type=int, required=True, help="test examples")
+        sub.add_argument("--seed", type=int, default=0, help="random seed (same seed, same files)")
+        return sub
+
+    listops = task("listops", "LRA ListOps: basic_{train,val,test}.tsv")
+    listops.add_argument("--min-length", type=int, default=500, help="keep trees longer than this")
+    listops.add_argument("--max-length", type=int, default=2000, help="keep trees shorter than this")
+    listops.add_argument("--max-depth", type=int, default=10, help="nodes at this depth are leaves")
+    listops.add_argument("--max-args", type=int, default=10, help="most arguments of an operator")
+    listops.add_argument("--value-p", type=float, default=0.25, help="probability of an operator node")
+    for name, resolution in PATHFINDER_RESOLUTIONS.items():
+        sub = task(name, f"Pathfinder images ({resolution} px by default) in the LRA layout")
+        sub.add_argument("--resolution", type=int, default=resolution, help="canvas side in pixels")
+        sub.add_argument("--contour-length", type=int, default=14, help="paddles per target snake (14, 9, 6)")
+        for field in PATHFINDER_FLOATS:
+            sub.add_argument(f"--{field.replace('_', '-')}", type=float, help=f"override LRA's {field}")
+        sub.add_argument("--images-per-batch", type=int, default=1000, help="images per imgs/<b> folder")
+        sub.add_argument("--workers", type=int, default=1, help="processes drawing images")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Sub-commands
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def recipe_command(args, rest: list[str]) -> int:
     from .training.arguments import argument_parser, load_recipe, parse_overrides
 
     if args.help:
-        argument_parser().print_help()
-        print("\nAny field of the model type's config (hidden_size, num_hidden_layers, state_size, ...) is a key too.")
+        argument_parser(args.command).print_help()
         return 0
     if args.config is None:
-        parser.error(f"{args.command} needs --config RECIPE.yaml")
+        raise ValueError(
+            f"`spt-hf {args.command}` needs --config RECIPE.yaml (`spt-hf recipes` lists the shipped ones)."
+        )
     overrides = parse_overrides(rest)
     from .training import pipeline
 
-    if args.command == "pretrain":
-        pipeline.pretrain(load_recipe(args.config, overrides))
+    if args.command == "spt":
+        pipeline.pretrain(load_recipe(args.config, overrides, phase="spt"))
     elif args.command == "finetune":
-        pipeline.finetune(load_recipe(args.config, overrides))
+        pipeline.finetune(load_recipe(args.config, overrides, phase="finetune"))
     else:
-        spt_path, finetune_path = recipe_pair(args.config, args.finetune_config)
-        result = pipeline.run(
-            load_recipe(spt_path, overrides), load_recipe(finetune_path, overrides), args.with_scratch
-        )
         from .training.results import report
 
+        spt_path, finetune_path = recipe_pair(args.config, args.finetune_config)
+        spt_recipe = load_recipe(spt_path, overrides, phase="spt")
+        finetune_recipe = load_recipe(finetune_path, overrides, phase="finetune")
+        result = pipeline.run(spt_recipe, finetune_recipe, args.with_scratch)
         print(report([result["run_dir"]]))
     return 0
 
 
 def recipe_pair(config: str, finetune_config: str | None) -> tuple[str, str]:
-    """The SPT recipe and its finetuning sibling (`x-spt.yaml` <-> `x-finetune.yaml`)."""
-    path = Path(config)
+    """The SPT recipe and its finetuning sibling (`x-spt.yaml` <-> `x-finetune.yaml`), as given or by name."""
+    from .training.arguments import find_recipe
+
+    path = find_recipe(config)
     if path.stem.endswith("-finetune") and finetune_config is None:
         return str(path.with_name(path.name.replace("-finetune", "-spt"))), str(path)
     if finetune_config is None:
@@ -112,4 +192,76 @@ def recipe_pair(config: str, finetune_config: str | None) -> tuple[str, str]:
                 f"Cannot find the finetuning recipe of {path}: name it <x>-spt.yaml or pass --finetune-config."
             )
         finetune_config = str(path.with_name(path.name.replace("-spt", "-finetune")))
-    return str(path), finetune_config
+    return str(path), str(find_recipe(finetune_config))
+
+
+def report_command(args, rest) -> int:
+    from .training.results import report
+
+    print(report(args.run_dirs, args.out))
+    return 0
+
+
+def push_command(args, rest) -> int:
+    from .hub.push import RUN_PHASES, push_checkpoint, resolve_push_folder
+
+    folder = resolve_push_folder(args.path, args.phase)
+    url = push_checkpoint(
+        folder, args.repo_id, private=args.private, revision=args.revision, commit_message=args.commit_message
+    )
+    print(f"Pushed {folder} to {args.repo_id}{'@' + args.revision if args.revision else ''}: {url}")
+    others = [name for name in RUN_PHASES if folder.parent / name != folder and (folder.parent / name).is_dir()]
+    if folder.name in RUN_PHASES and others:
+        hint = f"spt-hf push {folder.parent} --phase {others[0]} --repo-id NAMESPACE/OTHER_NAME"
+        print(f"{folder.parent} also has {', '.join(others)}/ (push each to its own repository: {hint}).")
+    return 0
+
+
+def generate_command(args, rest) -> int:
+    import time
+
+    from tqdm.auto import tqdm
+
+    from .data.generators import check_generate_options, generate_data
+
+    options = {
+        key: value
+        for key, value in vars(args).items()
+        if key not in ("command", "handler", "debug", "task", "out", "num_train", "num_val", "num_test", "seed")
+        and value is not None
+    }
+    check_generate_options(args.task, args.num_train, args.num_val, args.num_test, **options)
+    total = args.num_train + args.num_val + args.num_test
+    start = time.perf_counter()
+    with tqdm(total=max(total, 0), desc=f"generate {args.task}", unit="ex") as bar:
+        folder = generate_data(
+            args.task, args.out, args.num_train, args.num_val, args.num_test, seed=args.seed, progress=bar.update,
+            **options,
+        )  # fmt: skip
+    seconds = time.perf_counter() - start
+    print(f"wrote {total} {args.task} examples to {folder} in {seconds:.1f} s ({total / seconds:.0f} examples/s)")
+    return 0
+
+
+def recipes_command(args, rest) -> int:
+    from .training.arguments import find_recipe, list_recipes
+
+    if args.what[:1] == ["path"]:
+        if len(args.what) != 2:
+            raise ValueError("usage: spt-hf recipes path NAME (e.g. accelerate/multi_gpu.yaml)")
+        print(find_recipe(args.what[1]).resolve())
+        return 0
+    for name in list_recipes(args.what[0] if args.what else None):
+        print(name)
+    return 0
+
+
+def demo_command(args, rest) -> int:
+    from .demo import run_demo
+
+    run_demo(args.output_dir, seeds=args.seeds, architectures=args.architectures)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,17 +11,17 @@ import time
 from pathlib import Path
 
 from .training import load_recipe
+from .training.arguments import RECIPES_DIR
 from .training.pipeline import run
 from .training.results import find_results, markdown_table, report
 
-RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "cpu"
-
 
 def recipe_paths(architecture: str) -> tuple[Path, Path]:
-    spt = RECIPES / f"digits-{architecture}-spt.yaml"
+    """The shipped CPU recipes `cpu/digits-<architecture>-{spt,finetune}.yaml`."""
+    spt = RECIPES_DIR / "cpu" / f"digits-{architecture}-spt.yaml"
     if not spt.is_file():
         available = sorted(
-            p.name.removeprefix("digits-").removesuffix("-spt.yaml") for p in RECIPES.glob("digits-*-spt.yaml")
+            p.name.removeprefix("digits-").removesuffix("-spt.yaml") for p in spt.parent.glob("digits-*-spt.yaml")
         )
         raise ValueError(f"No demo recipe for {architecture!r}; available: {available}.")
     return spt, spt.with_name(spt.name.replace("-spt", "-finetune"))
@@ -35,7 +35,8 @@ def run_demo(output_dir: str = "runs/demo", seeds: tuple[int, ...] = (0, 1, 2), 
         for seed in seeds:
             overrides = {"seed": seed, "output_dir": str(root / architecture / f"seed{seed}")}
             print(f"== {architecture}, seed {seed}: SPT, finetune, scratch ==", flush=True)
-            run(load_recipe(spt_path, overrides), load_recipe(finetune_path, overrides), with_scratch=True)
+            spt_recipe = load_recipe(spt_path, overrides, phase="spt")
+            run(spt_recipe, load_recipe(finetune_path, overrides, phase="finetune"), with_scratch=True)
     report([root])
     table = markdown_table(find_results([root]))
     minutes = (time.perf_counter() - start) / 60

@@ -2,7 +2,7 @@
 
 The reference generator below follows LRA's ``listops.py`` (nested tuples, ``to_string``, ``to_value`` and its
 ``csv.writer`` output with header and CRLF line ends); it is deliberately written independently of
-``spt_hf.data.listops_gen`` so that the loader is tested on files it did not produce.
+``spt_hf.data.generators.listops`` so that the loader is tested on files it did not produce.
 """
 
 from __future__ import annotations

@@ -45,13 +45,10 @@ from spt_hf.data import (
     LISTOPS_VOCAB,
     DataFingerprint,
     DataFormatError,
-    audio,
-    hub,
     load_task,
-    lra,
-    offline,
-    timeseries,
 )
+from spt_hf.data.readers import audio, lra, offline, timeseries
+from spt_hf.data.readers import hub_datasets as hub
 from spt_hf.data.vocab import tokenize_listops
 
 pytestmark = pytest.mark.timeout(240)

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from spt_hf.data import BYTE_VOCAB, EOS_ID, get_task_spec, load_task
-from spt_hf.data.hub import SPEECH_COMMANDS_WORDS
+from spt_hf.data.readers.hub_datasets import SPEECH_COMMANDS_WORDS
 
 IMDB_FEATURES = datasets.Features(
     {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=["neg", "pos"])}

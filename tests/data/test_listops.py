@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from spt_hf.cli import main as cli_main
 from spt_hf.data import LISTOPS_VOCAB, DataFormatError, generate_listops, get_task_spec, load_task
-from spt_hf.data.cli import generate_data_main
-from spt_hf.data.listops_gen import write_listops_splits
+from spt_hf.data.generators.listops import write_listops_splits
 from spt_hf.data.vocab import EOS_ID, tokenize_listops
 
 
@@ -122,7 +122,7 @@ def test_cli_output_loads_and_evaluates(tmp_path: Path, listops_evaluator, capsy
         "--max-args",
         "5",
     ]
-    assert generate_data_main(argv) == 0
+    assert cli_main(["generate-data", *argv]) == 0
     assert "examples/s" in capsys.readouterr().out
     for name in ("basic_train.tsv", "basic_val.tsv", "basic_test.tsv"):
         lines = (tmp_path / "gen" / name).read_bytes().split(b"\r\n")

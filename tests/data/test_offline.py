@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from spt_hf.data import DIGITS_VOCAB, DataFormatError, get_task_spec, load_task
-from spt_hf.data.offline import ASTERISK_SOUNDS_DIR, FASHION_MNIST_DIR, FASHION_MNIST_FILES
+from spt_hf.data.readers.offline import ASTERISK_SOUNDS_DIR, FASHION_MNIST_DIR, FASHION_MNIST_FILES
 
 needs_fashion = pytest.mark.skipif(
     not (FASHION_MNIST_DIR / "train-images-idx3-ubyte.gz").is_file(),

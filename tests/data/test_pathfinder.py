@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from spt_hf.cli import main as cli_main
 from spt_hf.data import DataFormatError, PathfinderParams, generate_pathfinder_image, get_task_spec, load_task
-from spt_hf.data.cli import generate_data_main
-from spt_hf.data.pathfinder_gen import write_pathfinder_splits
+from spt_hf.data.generators.pathfinder import write_pathfinder_splits
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("pf")
     argv = ["pathfinder", "--out", str(out), "--num-train", "40", "--num-val", "5", "--num-test", "5",
             "--images-per-batch", "20", "--seed", "1"]  # fmt: skip
-    assert generate_data_main(argv) == 0
+    assert cli_main(["generate-data", *argv]) == 0
     return out
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from spt_hf.data import ClassificationCollator, DataFormatError, fit_normalization, get_task_spec, load_task
-from spt_hf.data.timeseries import aeon_data_dir
+from spt_hf.data.readers.timeseries import aeon_data_dir
 
 HEADER = """# BIDMC-like test file
 @problemName BIDMC32HR

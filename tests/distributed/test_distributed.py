@@ -99,7 +99,7 @@ def evaluate_single_process(model_dir: Path, recipe: dict) -> float:
 
     from spt_hf.data import ClassificationCollator
     from spt_hf.training import load_recipe
-    from spt_hf.training.tasks import load_task_data
+    from spt_hf.training.task_data import load_task_data
 
     path = model_dir / "recipe.json"
     path.write_text(json.dumps(recipe))

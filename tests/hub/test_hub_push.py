@@ -25,8 +25,8 @@ from transformers import (
 )
 
 from spt_hf.checkpoints import verify_backbone_transfer
+from spt_hf.cli import main as cli_main
 from spt_hf.hub import MissingHubCredentialsError, check_credentials, ensure_push_credentials
-from spt_hf.hub.cli import push_main
 from spt_hf.training.arguments import SPTTrainingArguments
 
 WRONG_TOKEN = "hf_wrong_" + hashlib.sha256(TOKEN.encode()).hexdigest()[:20]
@@ -36,12 +36,12 @@ MODELING_FILES = {"blocks.py", "configuration_rotary_transformer.py", "configura
 PUSH = """
 import sys
 from spt_hf.hub import HubPushError, push_checkpoint, push_phase
-from spt_hf.hub.cli import push_main
+from spt_hf.cli import main as cli_main
 from spt_hf.training.arguments import SPTTrainingArguments
 run = ARGS["run"]
-assert push_main([run, "--repo-id", "tester/tiny-spt"]) == 0
-assert push_main([run, "--phase", "finetune", "--repo-id", "tester/tiny-spt", "--revision", "finetuned"]) == 0
-assert push_main([run, "--phase", "finetune", "--repo-id", "tester/tiny-finetuned", "--private"]) == 0
+assert cli_main(["push", run, "--repo-id", "tester/tiny-spt"]) == 0
+assert cli_main(["push", run, "--phase", "finetune", "--repo-id", "tester/tiny-spt", "--revision", "finetuned"]) == 0
+assert cli_main(["push", run, "--phase", "finetune", "--repo-id", "tester/tiny-finetuned", "--private"]) == 0
 push_checkpoint(ARGS["big"], "tester/big")
 push_checkpoint(ARGS["causal"], "tester/tiny-causal")
 # A card alone, through huggingface_hub's own card push (the Hub validates its YAML first).
@@ -326,7 +326,7 @@ def test_push_without_credentials_fails_before_anything(tiny_run, monkeypatch, c
         check_credentials()
     folder = tmp_path / "scratch"
     shutil.copytree(tiny_run / "scratch", folder, ignore=shutil.ignore_patterns("checkpoint-*", "README.md"))
-    assert push_main([str(folder), "--repo-id", "tester/x"]) == 1
+    assert cli_main(["push", str(folder), "--repo-id", "tester/x"]) == 1
     assert "needs a token with write access" in capsys.readouterr().err and not (folder / "README.md").exists()
     arguments = SPTTrainingArguments(output_dir=str(tmp_path / "o"), push_to_hub=True, hub_model_id="tester/x")
     with pytest.raises(MissingHubCredentialsError):

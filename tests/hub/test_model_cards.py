@@ -77,7 +77,7 @@ def test_spt_card_metadata_and_numbers_equal_the_results_file(tiny_run):
 
 def test_finetuned_card_reports_the_scratch_baseline_and_its_spt_phase(tiny_run):
     results, pretrain, scratch = (load(tiny_run, phase) for phase in ("finetune", "spt", "scratch"))
-    card = render_model_card(results, scratch, pretrain_results=pretrain, repo_id="tester/tiny-finetuned")
+    card = render_model_card(results, scratch, spt_results=pretrain, repo_id="tester/tiny-finetuned")
     check_metadata(card, results)
     assert card.data.eval_results[0].task_type == "image-classification"
     assert card.data.get("base_model") is None  # started from a local folder, not a Hub model
@@ -119,7 +119,7 @@ def test_card_of_a_folder_without_results(tiny_run, tmp_path):
     checkpoint = tmp_path / "checkpoint-4"
     shutil.copytree(tiny_run / "spt" / "checkpoint-4", checkpoint)
     results = results_from_folder(checkpoint)
-    assert results["phase"] == "pretrain" and results["budget"]["steps"] == 4
+    assert results["phase"] == "spt" and results["budget"]["steps"] == 4
     assert results["num_parameters"] == load(tiny_run, "spt")["num_parameters"]
     card = ModelCard(str(render_model_card(results, repo_id="tester/ckpt")))
     assert card.data.get("model-index") is None and card.data.eval_results is None
@@ -131,7 +131,7 @@ def test_write_model_card_is_atomic_and_uses_the_run_siblings(tiny_run):
     spt_related = related_results(tiny_run / "spt")
     assert spt_related["finetune_results"]["phase"] == "finetune" and spt_related["scratch_results"]["init"]
     finetune_related = related_results(tiny_run / "finetune")
-    assert finetune_related["pretrain_results"]["phase"] == "pretrain"
+    assert finetune_related["spt_results"]["phase"] == "spt"
     path = write_model_card(tiny_run / "finetune", "tester/tiny-finetuned")
     assert ModelCard.load(path).data.model_name == "tiny-finetuned"
     assert not list((tiny_run / "finetune").glob(".README.md*"))  # no temporary file left behind

@@ -1,6 +1,7 @@
 """End to end: pretrain -> finetune -> report on tiny real-format data, resume after a kill, bad recipes."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -88,10 +89,10 @@ def test_pretrain_finetune_report_end_to_end(arch, data, tmp_path):
         assert result["data"]["split_sizes"]["train"] > 0
     assert summary["phases"]["finetune"]["init"]["kind"] == "spt"
     expected = "masked_accuracy" if data is LISTOPS else "loss"  # masked L1 = masked MAE for continuous inputs
-    assert summary["phases"]["pretrain"]["metrics"]["metric_for_best_model"] == expected
+    assert summary["phases"]["spt"]["metrics"]["metric_for_best_model"] == expected
     assert summary["phases"]["finetune"]["metrics"]["metric_for_best_model"] == "accuracy"
     assert summary["phases"]["scratch"]["init"]["kind"] == "scratch"
-    pretrain_result = summary["phases"]["pretrain"]
+    pretrain_result = summary["phases"]["spt"]
     assert (
         pretrain_result["data"]["pretraining_fingerprint"]["num_examples"]
         == pretrain_result["data"]["split_sizes"]["train"]
@@ -128,7 +129,7 @@ def test_finetune_refuses_evaluation_data_seen_in_pretraining(tmp_path):
 
     from spt_hf.checkpoints import file_digests
     from spt_hf.data import DataLeakageError, fingerprint_info
-    from spt_hf.training.tasks import load_task_data
+    from spt_hf.training.task_data import load_task_data
 
     common = {**DIGITS, **ARCHITECTURES["transformer"], **TINY_TRAINING, "max_steps": 2}
     spt = write_recipe(tmp_path / "s.yaml", **common, output_dir=str(tmp_path / "spt"))
@@ -219,7 +220,7 @@ def test_killed_and_resumed_pretraining_equals_an_uninterrupted_run(tmp_path):
     assert losses == [(e["step"], e["loss"]) for e in reference["learning_curve"] if "loss" in e]
 
 
-def test_finetune_refuses_a_checkpoint_with_a_flipped_byte(tmp_path):
+def test_finetune_refuses_a_checkpoint_with_a_flipped_byte(tmp_path, capsys):
     from spt_hf.checkpoints import CheckpointIntegrityError
 
     common = {**DIGITS, **ARCHITECTURES["transformer"], **TINY_TRAINING, "max_steps": 2, "output_dir": str(tmp_path)}
@@ -229,6 +230,8 @@ def test_finetune_refuses_a_checkpoint_with_a_flipped_byte(tmp_path):
     data[-3] ^= 0x01  # one bit of one weight: still a valid safetensors file
     weights.write_bytes(bytes(data))
     recipe = write_recipe(tmp_path / "f.yaml", **common, model_name_or_path=str(tmp_path / "spt"))
+    assert cli_main(["finetune", "--config", str(recipe)]) == 1  # a user error: one message, no traceback
+    assert re.search(r"(?s)error: Checksum error.*spt/model.safetensors: sha256", capsys.readouterr().err)
     with pytest.raises(CheckpointIntegrityError, match=r"(?s)Checksum error.*spt/model.safetensors: sha256"):
-        cli_main(["finetune", "--config", str(recipe)])
+        cli_main(["finetune", "--config", str(recipe), "--debug"])
     assert not (tmp_path / "finetune").exists()

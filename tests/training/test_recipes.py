@@ -16,11 +16,11 @@ import spt_hf  # noqa: F401  (registers the spt_hf model types)
 from spt_hf.auto import AutoModelForRetrieval
 from spt_hf.data import TASKS, get_task_spec
 from spt_hf.training import load_recipe
-from spt_hf.training.arguments import ARGUMENT_CLASSES, OBJECTIVES
-from spt_hf.training.pipeline import PHASE_FIELDS, model_config
-from spt_hf.training.tasks import TaskData
+from spt_hf.training.arguments import ARGUMENT_CLASSES, OBJECTIVES, PHASE_FIELDS
+from spt_hf.training.arguments import RECIPES_DIR as RECIPES
+from spt_hf.training.pipeline import model_config
+from spt_hf.training.task_data import TaskData
 
-RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 ALL = sorted(p for p in RECIPES.rglob("*.yaml") if p.relative_to(RECIPES).parts[0] != "accelerate")
 SPT = [p for p in ALL if p.stem.endswith("-spt")]
 FINETUNE = [p for p in ALL if p.stem.endswith("-finetune")]

@@ -2,11 +2,15 @@
 
 Where things are:
 
+- ``spec.py``: :class:`TaskSpec`, what a model and a collator need to know about a task.
 - ``tasks.py``: one :class:`TaskSpec` subclass per benchmark (``TASKS``, :func:`get_task_spec`).
 - ``loading.py``: :func:`load_task` (Arrow cache, split conventions, subsampling).
-- ``lra.py``, ``hub.py``, ``timeseries.py``, ``offline.py``, ``audio.py``: readers of each source format.
-- ``listops_gen.py``, ``pathfinder_gen.py``, ``cli.py``: generators and ``spt-hf generate-data``.
-- ``collators.py``: masked / causal SPT, classification and retrieval batches (masking happens only here).
+- ``readers/``: one module per source format (the LRA release, Hub datasets, ``.ts`` files, offline data, audio).
+- ``generators/``: ListOps and Pathfinder generators in the LRA layout (:func:`generate_data`).
+- ``collators.py``: padding and the SPT objectives' batches. Masked SPT draws which positions are masked here and
+  replaces masked *tokens* by the mask id; for continuous inputs it only marks ``mask_positions``: the learned mask
+  vector replaces those positions inside the model (``modeling/blocks.py``, ``SequenceEmbeddings``), and the masked
+  LM head takes its loss at those positions only (``modeling/heads.py``).
 - ``pretraining.py``: the train-only pretraining set and the leakage fingerprint.
 - ``vocab.py``: the fixed special ids and the vocabularies.
 """
@@ -19,9 +23,16 @@ from .collators import (
     RetrievalCollator,
     num_masked,
 )
-from .listops_gen import generate_listops, write_listops_splits
+from .generators import (
+    GENERATED_TASKS,
+    PathfinderParams,
+    generate_data,
+    generate_listops,
+    generate_pathfinder_image,
+    write_listops_splits,
+    write_pathfinder_splits,
+)
 from .loading import default_cache_dir, load_task, make_splits, subsample_train
-from .pathfinder_gen import PathfinderParams, generate_pathfinder_image, write_pathfinder_splits
 from .pretraining import (
     DataFingerprint,
     DataLeakageError,
@@ -48,6 +59,7 @@ __all__ = [
     "BYTE_VOCAB",
     "DIGITS_VOCAB",
     "EOS_ID",
+    "GENERATED_TASKS",
     "IGNORE_INDEX",
     "LISTOPS_VOCAB",
     "LOAD_OPTIONS",
@@ -71,6 +83,7 @@ __all__ = [
     "fingerprint_examples",
     "fingerprint_info",
     "fit_normalization",
+    "generate_data",
     "generate_listops",
     "generate_pathfinder_image",
     "get_task_spec",

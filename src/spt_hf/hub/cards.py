@@ -46,7 +46,7 @@ def render_model_card(
     results: dict,
     scratch_results: dict | None = None,
     *,
-    pretrain_results: dict | None = None,
+    spt_results: dict | None = None,
     finetune_results: dict | None = None,
     repo_id: str | None = None,
     license: str = "apache-2.0",
@@ -54,16 +54,16 @@ def render_model_card(
     """The model card of one phase's checkpoint, from its `results.json` content.
 
     Args:
-        results: the phase's results (`phase` "pretrain" -> the SPT template, otherwise the finetuned template).
+        results: the phase's results (`phase` "spt" -> the SPT template, otherwise the finetuned template).
         scratch_results: the scratch baseline trained with the same recipe and budget, when known.
-        pretrain_results: for a finetuned checkpoint, the results of the SPT phase it started from (objective,
+        spt_results: for a finetuned checkpoint, the results of the SPT phase it started from (objective,
             masking rate, data fingerprint), when known.
         finetune_results: for an SPT checkpoint, the results of finetuning from it in the same run, when known.
         repo_id: the Hub repository, for the loading snippets (a placeholder if not given).
         license: the card's license (the Hub's identifier).
     """
-    is_spt = results["phase"] == "pretrain"
-    context = card_context(results, scratch_results, pretrain_results, finetune_results, repo_id)
+    is_spt = results["phase"] == "spt"
+    context = card_context(results, scratch_results, spt_results, finetune_results, repo_id)
     card_data = ModelCardData(
         license=license,
         library_name="transformers",
@@ -80,7 +80,7 @@ def render_model_card(
 def eval_results(results: dict, model_name: str) -> list[EvalResult]:
     """One `EvalResult` per test and validation metric of the results file (the numbers unchanged)."""
     task = results["task"]
-    if results["phase"] == "pretrain":
+    if results["phase"] == "spt":
         task_type, task_name = SPT_TASK_TYPES[results["recipe"]["spt"]["objective"]]
     else:
         task_type, task_name = TASK_TYPES.get(task, "other"), f"{task} (finetuned)"
@@ -141,16 +141,16 @@ def is_hub_id(name: str | None) -> bool:
     return bool(name) and re.fullmatch(r"[\w.-]+/[\w.-]+", name) is not None and not Path(name).exists()
 
 
-def card_context(results, scratch_results, pretrain_results, finetune_results, repo_id) -> dict:
+def card_context(results, scratch_results, spt_results, finetune_results, repo_id) -> dict:
     """Everything the templates show, read from the results files (numbers as they are)."""
     config = results.get("model_config") or {}
     recipe = results.get("recipe") or {}
-    spt_source = results if results["phase"] == "pretrain" else (pretrain_results or {})
+    spt_source = results if results["phase"] == "spt" else (spt_results or {})
     init = results.get("init") or {}
     repo_id = repo_id or PLACEHOLDER_REPO_ID
     budget = results.get("budget") or {}
     head_rows = [(k, config[k]) for k in HEAD_FIELDS if config.get(k) is not None]
-    if results["phase"] != "pretrain":
+    if results["phase"] != "spt":
         head_rows.append(("num_labels", num_labels(results)))
     return {
         "model_name": repo_id.split("/")[-1] if repo_id != PLACEHOLDER_REPO_ID else default_name(results),
@@ -162,7 +162,7 @@ def card_context(results, scratch_results, pretrain_results, finetune_results, r
         "architecture_rows": [(k, config[k]) for k in ARCHITECTURE_FIELDS if config.get(k) is not None],
         "head_rows": head_rows,
         "inputs": describe_inputs(config),
-        "num_labels": num_labels(finetune_results if results["phase"] == "pretrain" else results),
+        "num_labels": num_labels(finetune_results if results["phase"] == "spt" else results),
         "dataset_id": hub_dataset_id(results),
         "split_sizes": (results.get("data") or {}).get("split_sizes") or {},
         "fingerprint": (spt_source.get("data") or {}).get("pretraining_fingerprint"),
@@ -189,7 +189,7 @@ def num_labels(results: dict | None) -> int | None:
 
 
 def default_name(results: dict) -> str:
-    suffix = "spt" if results["phase"] == "pretrain" else "finetuned"
+    suffix = "spt" if results["phase"] == "spt" else "finetuned"
     return "-".join(str(part) for part in (results["model_type"].removeprefix("spt_"), results["task"], suffix) if part)
 
 
@@ -204,7 +204,7 @@ def describe_inputs(config: dict) -> str:
 def comparison_rows(results: dict, scratch: dict | None, finetuned: dict | None) -> list[tuple[str, str, float]]:
     """(initialisation, metric, test value) of the finetuned models to compare: from SPT, and from scratch."""
     baseline = ("from scratch (same recipe and budget)", scratch)
-    if results["phase"] == "pretrain":
+    if results["phase"] == "spt":
         candidates = (("finetuned from this checkpoint", finetuned), baseline)
     elif scratch:
         candidates = ((f"this model (initialised: {(results.get('init') or {}).get('kind', '?')})", results), baseline)
@@ -225,7 +225,7 @@ def results_from_folder(folder: str | Path) -> dict:
     state = folder / "trainer_state.json"
     steps = json.loads(state.read_text()).get("global_step") if state.is_file() else None
     return {
-        "phase": "pretrain" if head.endswith(("ForMaskedLM", "ForCausalLM")) else "finetune",
+        "phase": "spt" if head.endswith(("ForMaskedLM", "ForCausalLM")) else "finetune",
         "task": None,
         "model_type": config.get("model_type", "unknown"),
         "num_parameters": count_parameters(folder),

@@ -106,7 +106,7 @@ def resolve_push_folder(path: str | Path, phase: str | None = None) -> Path:
 
 def related_results(folder: Path) -> dict:
     """The results of the other phases a card reports, from the sibling phases of a `spt-hf run` folder or the local
-    SPT folder a finetuned checkpoint started from: finetune and scratch results for an SPT checkpoint, pretrain and
+    SPT folder a finetuned checkpoint started from: finetune and scratch results for an SPT checkpoint, SPT and
     scratch results for a checkpoint finetuned from SPT, nothing for the scratch baseline itself."""
     own = results_from_folder(folder)
     siblings = {}
@@ -114,14 +114,14 @@ def related_results(folder: Path) -> dict:
         for name in RUN_PHASES:
             if name != folder.name and (folder.parent / name / "results.json").is_file():
                 siblings[name] = json.loads((folder.parent / name / "results.json").read_text())
-    if own["phase"] == "pretrain":
+    if own["phase"] == "spt":
         return {"finetune_results": siblings.get("finetune"), "scratch_results": siblings.get("scratch")}
     init = own.get("init") or {}
     if init.get("kind") == "scratch":
         return {}
     source = Path(init.get("model_name_or_path") or "", "results.json")
-    pretrain = siblings.get("spt") or (json.loads(source.read_text()) if source.is_file() else None)
-    return {"pretrain_results": pretrain, "scratch_results": siblings.get("scratch")}
+    spt = siblings.get("spt") or (json.loads(source.read_text()) if source.is_file() else None)
+    return {"spt_results": spt, "scratch_results": siblings.get("scratch")}
 
 
 def write_model_card(folder: str | Path, repo_id: str | None = None) -> Path:

@@ -1,6 +1,15 @@
-"""Recipe arguments: flat YAML files whose keys are fields of the dataclasses below, of transformers'
-`TrainingArguments`, or of the model's config class. `--key value` on the command line overrides the YAML; unknown
-keys and wrong types raise before anything is trained.
+"""Recipes: flat YAML files whose keys are fields of the dataclasses below, of transformers' `TrainingArguments`, or
+of the model's config class. `--key value` on the command line overrides the YAML. Every check of a recipe happens in
+`load_recipe`, before any data is loaded: unknown keys and wrong types, values out of range, the SPT objective against
+`bidirectional`, and a recipe given to the wrong phase.
+
+Recipes ship with the package (`spt_hf/recipes/`): `find_recipe("cpu/digits-transformer-spt.yaml")` finds one by
+name from any folder; a path to a file of one's own works too.
+
+The phases have one name each, used by the CLI, the recipe file, the run sub-folder and results.json (the table in
+docs/recipes.md): "spt" (`spt-hf spt`, alias `spt-hf pretrain`; `<arch>-spt.yaml`; `spt/`), "finetune" (`spt-hf
+finetune --model_name_or_path ...`; `<arch>-finetune.yaml`; `finetune/`) and "scratch" (`spt-hf finetune` without a
+checkpoint; the same finetuning recipe; `scratch/`).
 """
 
 import dataclasses
@@ -15,11 +24,19 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 OBJECTIVES = ("masked", "causal")
 SPT_MODEL_TYPES = ("spt_s4", "spt_dlr", "spt_rotary_transformer")
+PHASES = ("spt", "finetune", "scratch")
+RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
+# Config fields that belong to a phase (heads, objectives), not to the architecture shared by both phases.
+PHASE_FIELDS = {"pooling", "classifier_type", "num_labels", "problem_type", "continuous_loss", "hidden_dropout_prob"}
+# Recipe keys that only the SPT phase reads.
+SPT_ONLY_KEYS = ("objective", "mask_rate", "span_length")
 
 
 @dataclass
 class DataArguments:
     """Which task and which examples."""
+
+    _argument_group_name = "data"
 
     task: str = field(metadata={"help": "Task name (spt_hf.data): listops, text, retrieval, image, digits, ..."})
     data_dir: str | None = field(
@@ -49,6 +66,8 @@ class DataArguments:
 class ModelArguments:
     """Which model. Any field of the model type's config (hidden_size, state_size, ...) may also be given."""
 
+    _argument_group_name = "model"
+
     model_type: str | None = field(
         default=None, metadata={"help": "spt_s4, spt_dlr or spt_rotary_transformer (a new model from its config)."}
     )
@@ -61,6 +80,8 @@ class ModelArguments:
 @dataclass
 class SPTArguments:
     """The self-pretraining objective (pretrain phase) and phase bookkeeping."""
+
+    _argument_group_name = "SPT objective and phase bookkeeping"
 
     objective: str = field(default="masked", metadata={"help": f"SPT objective, one of {list(OBJECTIVES)}."})
     mask_rate: float = field(default=0.5, metadata={"help": "Masked SPT: probability that a position is masked."})
@@ -77,6 +98,8 @@ class SPTArguments:
 @dataclass
 class SPTTrainingArguments(TrainingArguments):
     """transformers' TrainingArguments with spt_hf defaults (no external reporting, no dropped examples)."""
+
+    _argument_group_name = "training (any field of transformers TrainingArguments)"
 
     output_dir: str = field(default="runs/default", metadata={"help": "Where checkpoints and results go."})
     report_to: str | list[str] = field(default="none", metadata={"help": "'none', 'tensorboard', 'all', ..."})
@@ -152,16 +175,64 @@ def parse_overrides(argv: list[str]) -> dict:
     return overrides
 
 
-def load_recipe(config_path: str | Path | None, overrides: dict | None = None) -> Recipe:
-    """Read a YAML recipe, apply overrides, check every key and type, and build the argument groups."""
+def find_recipe(config: str | Path) -> Path:
+    """The recipe file `config`: a path to an existing file, or the name of a packaged recipe such as
+    `cpu/digits-transformer-spt.yaml` (a leading `recipes/` is accepted). FileNotFoundError lists close names."""
+    path = Path(config).expanduser()
+    if path.is_file():
+        return path
+    name = Path(*path.parts[1:]) if path.parts[:1] == ("recipes",) else path
+    packaged = RECIPES_DIR / name
+    if not path.is_absolute() and packaged.is_file():
+        return packaged
+    names = list_recipes()
+    hint = _close_matches([str(name)], names)
+    folders = sorted({n.split("/")[0] for n in names} - {"accelerate"})
+    raise FileNotFoundError(
+        f"Recipe {config} not found: it is not a file, nor the name of a recipe shipped with spt_hf."
+        + (
+            hint
+            or f" Shipped recipes are named FOLDER/NAME.yaml with FOLDER one of {folders}; `spt-hf recipes` lists them."
+        )
+    )
+
+
+def list_recipes(folder: str | None = None) -> list[str]:
+    """Names of the packaged recipes (relative to spt_hf/recipes), optionally only those under `folder`."""
+    root = RECIPES_DIR / folder if folder else RECIPES_DIR
+    return sorted(str(p.relative_to(RECIPES_DIR)) for p in root.rglob("*.yaml"))
+
+
+def read_recipe_file(path: Path) -> dict:
+    """The YAML mapping of a recipe file; a syntax error names the file, the line and the column."""
+    try:
+        values = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(error, "problem", None) or str(error)
+        raise ValueError(
+            f"Recipe {where}: YAML syntax error ({problem}); a recipe is a mapping of `key: value` lines."
+        ) from None
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ValueError(f"Recipe {path} must be a mapping of `key: value` lines, not a {type(values).__name__}.")
+    return values
+
+
+def load_recipe(config_path: str | Path | None, overrides: dict | None = None, phase: str | None = None) -> Recipe:
+    """Read a YAML recipe (a path or a packaged recipe's name), apply overrides, and check everything.
+
+    `phase` ("spt", "finetune" or "scratch") adds the checks of that phase: a finetuning recipe given to the SPT
+    phase (or the reverse) is refused, as are the keys the phase cannot use.
+    """
     values: dict = {}
+    path = None
     if config_path is not None:
-        path = Path(config_path)
-        if not path.is_file():
-            raise FileNotFoundError(f"Recipe {path} does not exist.")
-        values = yaml.safe_load(path.read_text()) or {}
-        if not isinstance(values, dict):
-            raise ValueError(f"Recipe {path} must be a mapping of `key: value` lines.")
+        path = find_recipe(config_path)
+        values = read_recipe_file(path)
+        check_phase_of_file(path, values, phase)
     values.update(overrides or {})
     groups: dict[type, dict] = {cls: {} for cls in ARGUMENT_CLASSES}
     known = {f.name: cls for cls in ARGUMENT_CLASSES for f in dataclasses.fields(cls) if f.init}
@@ -174,27 +245,64 @@ def load_recipe(config_path: str | Path | None, overrides: dict | None = None) -
             model_config[key] = value
         else:
             unknown.append(key)
+    where = path or "the arguments"
     if unknown:
         allowed = sorted(set(known) | set(config_fields))
         ours = sorted(set(known) - {f.name for f in dataclasses.fields(TrainingArguments)})
         raise ValueError(
-            f"Unknown recipe key(s) {unknown} in {config_path or 'the arguments'}. Allowed: recipe keys {ours}, any "
+            f"Unknown recipe key(s) {unknown} in {where}. Allowed: recipe keys {ours}, any "
             f"transformers TrainingArguments field, and the model config fields {sorted(config_fields)}."
             + _close_matches(unknown, allowed)
         )
     if "task" not in groups[DataArguments]:
-        raise ValueError(f"The recipe {config_path or ''} must name a `task`.")
+        raise ValueError(f"The recipe {where} must name a `task`.")
+    check_training_values(groups[SPTTrainingArguments], where)
     recipe = Recipe(
         data=DataArguments(**groups[DataArguments]),
         model=ModelArguments(**groups[ModelArguments]),
         spt=SPTArguments(**groups[SPTArguments]),
         training=SPTTrainingArguments(**groups[SPTTrainingArguments]),
         model_config=model_config,
-        source=str(config_path) if config_path else None,
+        source=str(path) if path else None,
         chosen_metric="metric_for_best_model" in groups[SPTTrainingArguments],
     )
-    validate_recipe(recipe)
+    validate_recipe(recipe, phase)
     return recipe
+
+
+def check_phase_of_file(path: Path, values: dict, phase: str | None) -> None:
+    """Refuse a finetuning recipe given to the SPT phase and an SPT recipe given to finetuning."""
+    if phase is None:
+        return
+    is_finetune_file = path.stem.endswith("-finetune")
+    is_spt_file = path.stem.endswith("-spt") or any(key in values for key in SPT_ONLY_KEYS)
+    if phase == "spt" and is_finetune_file:
+        sibling = path.with_name(path.name.replace("-finetune", "-spt"))
+        raise ValueError(
+            f"{path} is a finetuning recipe (its name ends in -finetune.yaml): run it with `spt-hf finetune`, or "
+            f"self-pretrain with its sibling {sibling.name}."
+        )
+    if phase != "spt" and is_spt_file:
+        keys = [key for key in SPT_ONLY_KEYS if key in values]
+        reason = "its name ends in -spt.yaml" if path.stem.endswith("-spt") else f"it sets SPT-only keys {keys}"
+        sibling = path.with_name(path.name.replace("-spt", "-finetune"))
+        raise ValueError(
+            f"{path} is a self-pretraining recipe ({reason}): run it with `spt-hf spt`, or finetune with its sibling "
+            f"{sibling.name}."
+        )
+
+
+def check_training_values(training: dict, where) -> None:
+    """TrainingArguments values that transformers would accept but that silently mean something else."""
+    max_steps = training.get("max_steps")
+    if max_steps is not None and max_steps <= 0:
+        raise ValueError(
+            f"`max_steps` must be a positive number of optimiser steps, got {max_steps} in {where}; leave it out "
+            "to train for `num_train_epochs` instead."
+        )
+    epochs = training.get("num_train_epochs")
+    if epochs is not None and not epochs > 0:
+        raise ValueError(f"`num_train_epochs` must be positive, got {epochs} in {where}.")
 
 
 def model_config_fields(values: dict) -> set[str]:
@@ -210,15 +318,45 @@ def model_config_fields(values: dict) -> set[str]:
     return {f.name for f in dataclasses.fields(config_cls)} - {"model_type"}
 
 
-def validate_recipe(recipe: Recipe) -> None:
-    if recipe.spt.objective not in OBJECTIVES:
-        raise ValueError(f"`objective`={recipe.spt.objective!r} is not supported; expected one of {list(OBJECTIVES)}.")
-    if not 0.0 < recipe.spt.mask_rate < 1.0:
-        raise ValueError(f"`mask_rate` must be in (0, 1), got {recipe.spt.mask_rate}.")
-    if not 0.0 < recipe.spt.spt_fraction < 1.0:
-        raise ValueError(f"`spt_fraction` must be in (0, 1), got {recipe.spt.spt_fraction}.")
+def validate_recipe(recipe: Recipe, phase: str | None = None) -> None:
+    """Every check of a recipe that needs no data: values in range, the objective against `bidirectional`, and what
+    the phase needs (a `model_type` for a new model)."""
+    spt = recipe.spt
+    if spt.objective not in OBJECTIVES:
+        raise ValueError(f"`objective`={spt.objective!r} is not supported; expected one of {list(OBJECTIVES)}.")
+    if not 0.0 < spt.mask_rate < 1.0:
+        raise ValueError(f"`mask_rate` must be in (0, 1), got {spt.mask_rate}.")
+    if spt.span_length < 1:
+        raise ValueError(f"`span_length` must be at least 1, got {spt.span_length}.")
+    if not 0.0 < spt.spt_fraction < 1.0:
+        raise ValueError(f"`spt_fraction` must be in (0, 1), got {spt.spt_fraction}.")
+    if spt.total_steps is not None and spt.total_steps < 2:
+        raise ValueError(f"`total_steps` must be at least 2 (one step per phase), got {spt.total_steps}.")
     if recipe.data.validation_from not in ("train", "test"):
         raise ValueError(f"`validation_from` must be 'train' or 'test', got {recipe.data.validation_from!r}.")
+    if phase == "spt":
+        bidirectional = spt_bidirectional(recipe)
+        if recipe.model_config.get("bidirectional", bidirectional) != bidirectional:
+            raise ValueError(
+                f"objective '{spt.objective}' needs `bidirectional: {str(bidirectional).lower()}` (masked SPT sees "
+                f"the whole sequence, causal SPT only the past); the recipe sets "
+                f"`bidirectional: {str(recipe.model_config['bidirectional']).lower()}`."
+            )
+        if recipe.model.model_name_or_path is not None:
+            raise ValueError(
+                "The SPT phase trains a new model from `model_type` and its config fields; `model_name_or_path` is "
+                "for finetuning (`spt-hf finetune`). Remove it from the SPT recipe."
+            )
+    if phase in ("spt", "scratch") and recipe.model.model_type is None:
+        raise ValueError(
+            f"A new model needs `model_type` in the recipe (one of {sorted(SPT_MODEL_TYPES)}); to finetune a "
+            "checkpoint, pass `--model_name_or_path`."
+        )
+
+
+def spt_bidirectional(recipe: Recipe) -> bool:
+    """Masked SPT trains a bidirectional model, causal SPT a causal one."""
+    return recipe.spt.objective == "masked"
 
 
 def coerce(key: str, value, cls: type):
@@ -257,6 +395,20 @@ def _close_matches(unknown: list[str], allowed: list[str]) -> str:
     return f" Did you mean: {', '.join(hints)}?" if hints else ""
 
 
-def argument_parser() -> HfArgumentParser:
-    """The parser whose `--help` documents every recipe key (model-config keys are listed by the config class)."""
-    return HfArgumentParser(ARGUMENT_CLASSES)
+def argument_parser(command: str = "spt") -> HfArgumentParser:
+    """The parser whose `--help` documents every recipe key, in groups (data, model, SPT, training)."""
+    parser = HfArgumentParser(
+        ARGUMENT_CLASSES,
+        prog=f"spt-hf {command}",
+        usage=f"spt-hf {command} --config RECIPE.yaml [--key value ...]",
+        description="Every key below can be set in the recipe (YAML) or overridden on the command line. Any field of "
+        "the model type's config (hidden_size, num_hidden_layers, state_size, ...) is a key too. On the command line "
+        "--debug shows the traceback of errors (SPT_HF_DEBUG=1 too); TrainingArguments' own `debug` is set in YAML.",
+    )
+    parser._optionals.title = "recipe"  # argparse's default group, listed first
+    parser.add_argument("--config", metavar="RECIPE.yaml", help="a recipe file, or a shipped recipe's name such as "
+                        "cpu/digits-transformer-spt.yaml (`spt-hf recipes` lists them)")  # fmt: skip
+    if command == "run":
+        parser.add_argument("--finetune-config", metavar="RECIPE.yaml", help="default: <name>-finetune.yaml")
+        parser.add_argument("--with-scratch", action="store_true", help="also train the scratch baseline")
+    return parser

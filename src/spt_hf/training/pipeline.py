@@ -1,8 +1,10 @@
-"""The two phases of the method and the baseline: `pretrain` (SPT on the train split only), `finetune` (from an
-SPT checkpoint, a Hub model, or from scratch) and `run` (both, plus the scratch baseline under the same budget).
+"""The two phases of the method and the baseline: `pretrain` (the SPT phase, on the train split only), `finetune`
+(from an SPT checkpoint, a Hub model, or from scratch) and `run` (both, plus the scratch baseline).
 
 `output_dir` is the run folder: each phase writes its model, Trainer checkpoints and `results.json` into its own
-subfolder, `spt/`, `finetune/` (from a checkpoint) or `scratch/`, so phases never resume each other's checkpoints.
+subfolder named after the phase, `spt/`, `finetune/` (from a checkpoint) or `scratch/`, so phases never resume each
+other's checkpoints. The phase names are the same everywhere (CLI, folders, results.json, budgets): see
+`training/arguments.py`.
 """
 
 import dataclasses
@@ -40,9 +42,9 @@ from ..data import (
 )
 from ..data.pretraining import DataFingerprint
 from ..hub import checkpoint_folder, ensure_push_credentials, push_phase
-from .arguments import Recipe
+from .arguments import PHASE_FIELDS, Recipe, spt_bidirectional, validate_recipe
 from .results import phase_results, write_results
-from .tasks import TaskData, load_task_data
+from .task_data import TaskData, load_task_data
 from .trainer import (
     SPTTrainer,
     causal_accuracy_metrics,
@@ -53,14 +55,10 @@ from .trainer import (
 
 logger = logging.getLogger(__name__)
 FINGERPRINT_FILE = "spt_fingerprint.npy"
-# Config fields that belong to a phase (heads, objectives), not to the architecture shared by both phases.
-PHASE_FIELDS = {"pooling", "classifier_type", "num_labels", "problem_type", "continuous_loss", "hidden_dropout_prob"}
 
 
 def model_config(recipe: Recipe, task: TaskData, **phase_fields):
     """A new config for `recipe.model.model_type` fitted to the task (vocabulary or channels, labels, pooling)."""
-    if recipe.model.model_type is None:
-        raise ValueError("A new model needs `model_type` in the recipe (spt_s4, spt_dlr or spt_rotary_transformer).")
     values = {**task.config_kwargs(), **recipe.model_config, **phase_fields}
     return AutoConfig.for_model(recipe.model.model_type, **values)
 
@@ -69,18 +67,13 @@ def pretrain(recipe: Recipe, callbacks: list | None = None) -> dict:
     """Self-pretrain on the task's train split with the recipe's objective; save a ForMaskedLM/ForCausalLM model
     (with `push_to_hub`, push it with results.json and its model card once they are written)."""
     start = time.perf_counter()
+    validate_recipe(recipe, "spt")
     recipe = in_phase_dir(recipe, "spt")
     ensure_push_credentials(recipe.training)  # no token, no hub_model_id, a token in the recipe: fail before training
     set_seed(recipe.training.seed)
     task = load_task_data(recipe)
     spt = recipe.spt
-    bidirectional = spt.objective == "masked"
-    if recipe.model_config.get("bidirectional", bidirectional) != bidirectional:
-        raise ValueError(
-            f"objective '{spt.objective}' needs `bidirectional: {str(bidirectional).lower()}` "
-            f"(masked SPT sees the whole sequence, causal SPT only the past); the recipe sets "
-            f"`bidirectional: {str(recipe.model_config['bidirectional']).lower()}`."
-        )
+    bidirectional = spt_bidirectional(recipe)
     loss = "cross_entropy" if task.spec.spt_target == "levels" else recipe.model_config.get("continuous_loss", "l1")
     config = model_config(recipe, task, bidirectional=bidirectional, continuous_loss=loss)
     auto = AutoModelForMaskedLM if bidirectional else AutoModelForCausalLM
@@ -115,9 +108,9 @@ def pretrain(recipe: Recipe, callbacks: list | None = None) -> dict:
         eval_collator_factory=eval_collator,
         callbacks=callbacks,
     )
-    _announce("pretrain", trainer, f"{len(train_set)} SPT examples, mask stream rank {rank}")
+    _announce("spt", trainer, f"{len(train_set)} SPT examples, mask stream rank {rank}")
     fingerprint = fingerprint_info(train_set)
-    results = _train_and_evaluate(trainer, recipe, task, "pretrain", start)
+    results = _train_and_evaluate(trainer, recipe, task, "spt", start)
     if trainer.is_world_process_zero():
         write_directory_atomically(lambda tmp: np.save(tmp / FINGERPRINT_FILE, fingerprint.hashes), training.output_dir)
         results["data"]["pretraining_fingerprint"] = fingerprint.to_dict()
@@ -131,7 +124,9 @@ def finetune(recipe: Recipe, callbacks: list | None = None) -> dict:
     (with `push_to_hub`, push it with results.json and its model card once they are written)."""
     start = time.perf_counter()
     source = recipe.model.model_name_or_path
-    recipe = in_phase_dir(recipe, "scratch" if source is None else "finetune")
+    phase = "scratch" if source is None else "finetune"
+    validate_recipe(recipe, phase)
+    recipe = in_phase_dir(recipe, phase)
     ensure_push_credentials(recipe.training)
     set_seed(recipe.training.seed)
     task = load_task_data(recipe)
@@ -165,8 +160,8 @@ def finetune(recipe: Recipe, callbacks: list | None = None) -> dict:
         compute_metrics=classification_metrics(task.spec.problem_type),
         callbacks=callbacks,
     )
-    _announce("finetune", trainer, f"{len(task.splits['train'])} training examples, init {init}")
-    results = _train_and_evaluate(trainer, recipe, task, "finetune", start)
+    _announce(phase, trainer, f"{len(task.splits['train'])} training examples, init {init}")
+    results = _train_and_evaluate(trainer, recipe, task, phase, start)
     results["init"] = {"kind": init, "model_name_or_path": source}
     if trainer.is_world_process_zero():
         _write_phase_results(recipe.training.output_dir, results)
@@ -261,9 +256,9 @@ def phase_budgets(spt_recipe: Recipe, finetune_recipe: Recipe) -> dict:
     total = spt_recipe.spt.total_steps
     if total is None:
         steps = finetune_recipe.training.max_steps
-        return {"pretrain": spt_recipe.training.max_steps, "finetune": steps, "scratch": steps}
+        return {"spt": spt_recipe.training.max_steps, "finetune": steps, "scratch": steps}
     spt_steps = max(1, math.floor(total * spt_recipe.spt.spt_fraction))
-    return {"pretrain": spt_steps, "finetune": total - spt_steps, "scratch": total}
+    return {"spt": spt_steps, "finetune": total - spt_steps, "scratch": total}
 
 
 def with_phase(recipe: Recipe, output_dir: Path, max_steps: int | None, model_name_or_path=...) -> Recipe:
@@ -285,7 +280,7 @@ def run(spt_recipe: Recipe, finetune_recipe: Recipe, with_scratch: bool = False)
     budgets = phase_budgets(spt_recipe, finetune_recipe)
     spt_dir = root / "spt"
     summary = {"run_dir": str(root), "budgets": budgets, "phases": {}}
-    summary["phases"]["pretrain"] = pretrain(with_phase(spt_recipe, root, budgets["pretrain"]))
+    summary["phases"]["spt"] = pretrain(with_phase(spt_recipe, root, budgets["spt"]))
     summary["phases"]["finetune"] = finetune(with_phase(finetune_recipe, root, budgets["finetune"], str(spt_dir)))
     if with_scratch:
         # The baseline is not pushed (it would land in the finetuned model's repository); its numbers go in the cards.

@@ -111,7 +111,7 @@ def summarise(results: list[dict]) -> dict:
     """{(task, model_type): {"scratch": [...], "spt": [...]}} of test metrics of finetuning runs."""
     table: dict = defaultdict(lambda: defaultdict(list))
     for result in results:
-        if result.get("phase") != "finetune":
+        if result.get("phase") not in ("finetune", "scratch"):
             continue
         kind = "spt" if result.get("init", {}).get("kind") in ("spt", "pretrained") else "scratch"
         name, value = score(result)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .spec import DataFormatError
+from ..spec import DataFormatError
 
 SAMPLE_RATE = 16_000
 RATE_RANGE = (1_000, 384_000)  # Hz; outside it a header is corrupt (and resampling would take forever)

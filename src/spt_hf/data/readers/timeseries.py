@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .spec import DataFormatError, Source, text_lines
+from ..spec import DataFormatError, Source, text_lines
 
 TS_FORMAT = (
     "a .ts file: '@key value' header lines, '@targetLabel true', '@data', then one series per line as "

@@ -9,11 +9,16 @@ from pathlib import Path
 
 import datasets
 
-from ..data import TaskSpec, default_cache_dir, fit_normalization, get_task_spec, load_task
-from ..data.cli import generate_data_main
+from ..data import (
+    GENERATED_TASKS,
+    TaskSpec,
+    default_cache_dir,
+    fit_normalization,
+    generate_data,
+    get_task_spec,
+    load_task,
+)
 from .arguments import Recipe
-
-GENERATED_TASKS = ("listops", "pathfinder", "pathx", "pathx256")
 
 
 @dataclass
@@ -69,19 +74,21 @@ def load_task_data(recipe: Recipe) -> TaskData:
 
 
 def generated_data_dir(task: str, options: dict) -> Path:
-    """Generate `task` with `spt-hf generate-data` options (num_train, num_val, num_test, seed, ...) once, into
-    the cache; later calls reuse it. The folder appears atomically, so an interrupted generation never counts."""
+    """Generate `task` with `generate_data` options (num_train, num_val, num_test, seed, ...) once, into the cache;
+    later calls reuse it. The folder appears atomically, so an interrupted generation never counts."""
     if task not in GENERATED_TASKS:
         raise ValueError(f"`generate_data` works for {list(GENERATED_TASKS)}, not {task!r}; set `data_dir`.")
     key = hashlib.sha256(json.dumps({"task": task, **options}, sort_keys=True).encode()).hexdigest()[:16]
     target = default_cache_dir().parent / "generated" / f"{task}-{key}"
     if target.is_dir():
         return target
-    argv = [task, "--out", str(target) + f".tmp{os.getpid()}"]
-    for name, value in options.items():
-        argv += [f"--{name.replace('_', '-')}", str(value)]
-    if generate_data_main(argv) != 0:
-        raise ValueError(f"Generating {task} with {options} failed (see the message above).")
+    options = dict(options)
+    sizes = {name: options.pop(name, None) for name in ("num_train", "num_val", "num_test")}
+    missing = [name for name, value in sizes.items() if value is None]
+    if missing:
+        raise ValueError(f"`generate_data` for {task} needs {missing} (how many examples per split).")
+    staging = Path(f"{target}.tmp{os.getpid()}")
+    generate_data(task, staging, **sizes, **options)
     shutil.rmtree(target, ignore_errors=True)
-    os.replace(argv[2], target)
+    os.replace(staging, target)
     return target

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from .spec import DataFormatError, text_lines
-from .vocab import BYTE_VOCAB, EOS_ID, LISTOPS_VOCAB
+from ..spec import DataFormatError, text_lines
+from ..vocab import BYTE_VOCAB, EOS_ID, LISTOPS_VOCAB
 
 LISTOPS_FORMAT = "a header 'Source<TAB>Target', then one 'EXPRESSION<TAB>LABEL' row per line, LABEL an int 0-9"
 AAN_FORMAT = "5 tab-separated fields without header: 'LABEL ID1 ID2 TEXT1 TEXT2', LABEL 0 or 1 (may be '1.0')"

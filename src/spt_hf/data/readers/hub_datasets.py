@@ -13,9 +13,9 @@ import datasets
 import numpy as np
 from PIL import Image
 
+from ..spec import DataFormatError, Source
+from ..vocab import BYTE_VOCAB, EOS_ID
 from .audio import read_wav, to_fixed_length
-from .spec import DataFormatError, Source
-from .vocab import BYTE_VOCAB, EOS_ID
 
 CIFAR_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 SPEECH_COMMANDS_WORDS = (

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..spec import DataFormatError, Source
+from ..vocab import NUM_SPECIAL_TOKENS
 from .audio import read_wav, to_fixed_length
-from .spec import DataFormatError, Source
-from .vocab import NUM_SPECIAL_TOKENS
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 FASHION_MNIST_FILES = {
