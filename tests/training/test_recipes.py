@@ -1,4 +1,4 @@
-"""Every recipe under recipes/ (recipes/accelerate excepted): it loads, its model config builds for its task, its SPT
+"""Every shipped recipe (spt_hf/recipes, accelerate/ excepted): it loads, its model config builds for its task, its SPT
 and finetuning files agree on the architecture, its SPT objective is valid, and the paper recipes cover method.md §7.
 
 Recipes of a model type that is not registered with transformers yet are skipped with the reason.
@@ -149,3 +149,67 @@ def test_cpu_recipes_are_bounded_and_need_no_data_dir(path):
     assert isinstance(values.get("max_steps"), int) and 0 < values["max_steps"] <= 2000
     assert "data_dir" not in values
     assert values["task"] == "digits" or values.get("generate_data"), "CPU data must install offline or be generated"
+
+
+def run_lines(path: Path) -> list[tuple[str, str]]:
+    """The `# Run:` commands of a recipe's header (backslash continuations joined) with the comment line above each."""
+    lines = path.read_text().splitlines()
+    commands = []
+    for index, line in enumerate(lines):
+        if not line.startswith("# Run:"):
+            continue
+        text, follow = line.removeprefix("# Run:").strip(), index
+        while text.endswith("\\"):
+            follow += 1
+            text = text[:-1] + " " + lines[follow].lstrip("#").strip()
+        commands.append((text, lines[index - 1]))
+    return commands
+
+
+@pytest.mark.parametrize("path", ALL, ids=ids(ALL))
+def test_run_lines_are_accepted_commands_that_follow_the_phase_folders(path):
+    """Each `# Run:` line parses as an `spt-hf` command of this recipe (or, for `run`, its SPT sibling), loads for
+    its phase, and the folders it names follow the rules: a phase writes `<output_dir>/<phase>`, finetuning reads
+    the SPT checkpoint from `<output_dir>/spt`."""
+    import shlex
+
+    from spt_hf.cli import build_parser
+    from spt_hf.training.arguments import find_recipe, parse_overrides
+
+    commands = run_lines(path)
+    assert commands, f"{path.name} has no `# Run:` line"
+    output_dir = raw(path)["output_dir"]
+    for command, comment in commands:
+        words = shlex.split(command)
+        assert words[0] == "spt-hf", command
+        args, rest = build_parser().parse_known_args(words[1:])
+        assert args.command in ("spt", "finetune", "run"), command
+        overrides = parse_overrides(rest)
+        assert "output_dir" not in overrides, f"{command}: the recipe's output_dir is the run folder; do not add a phase"
+        spt_file = path if path.stem.endswith("-spt") else sibling(path)
+        expected = spt_file if args.command == "run" else path
+        assert find_recipe(args.config).resolve() == expected.resolve(), command
+        if args.command == "run":
+            assert f"into {output_dir}/{{spt,finetune,scratch}}" in comment, comment
+            continue
+        phase = "spt" if args.command == "spt" else ("finetune" if "model_name_or_path" in overrides else "scratch")
+        load_recipe(args.config, overrides, phase="spt" if phase == "spt" else "finetune")
+        assert f"into {output_dir}/{phase}:" in comment, (command, comment)
+        if phase == "finetune":
+            assert overrides["model_name_or_path"] == f"{output_dir}/spt", command
+
+
+@pytest.mark.parametrize("path", SPT, ids=ids(SPT))
+def test_sibling_recipes_state_and_agree_on_gradient_clipping(path):
+    """The method clips nothing; whatever a recipe does, it says so, and both phases of a pair do the same."""
+    values, other = raw(path), raw(sibling(path))
+    assert "max_grad_norm" in values and "max_grad_norm" in other, "state max_grad_norm explicitly (with the reason)"
+    assert values["max_grad_norm"] == other["max_grad_norm"]
+    assert "max_grad_norm" in [line.split(":")[0] for line in path.read_text().splitlines() if "#" in line]
+
+
+@pytest.mark.parametrize("path", [SPT[0], FINETUNE[0]], ids=["spt", "finetune"])
+def test_a_recipe_given_to_the_other_phase_is_refused(path):
+    phase = "finetune" if path.stem.endswith("-spt") else "spt"
+    with pytest.raises(ValueError, match=r"is a (finetuning|self-pretraining) recipe .* run it with `spt-hf"):
+        load_recipe(path, {"data_dir": "/path/to/data"}, phase=phase)
