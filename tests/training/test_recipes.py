@@ -1,5 +1,6 @@
-"""Every shipped recipe (spt_hf/recipes, accelerate/ excepted): it loads, its model config builds for its task, its SPT
-and finetuning files agree on the architecture, its SPT objective is valid, and the paper recipes cover method.md §7.
+"""Every shipped recipe (spt_hf/recipes, accelerate/ excepted): it loads, its model config builds for its task, its
+SPT and finetuning files agree on the architecture, its SPT objective is valid, the paper recipes cover
+docs/method.md §7, and the `# Run:` commands of every header are accepted.
 
 Recipes of a model type that is not registered with transformers yet are skipped with the reason.
 """
@@ -27,7 +28,7 @@ FINETUNE = [p for p in ALL if p.stem.endswith("-finetune")]
 PAPER = [p for p in ALL if p.parent.name != "cpu"]
 CPU = [p for p in ALL if p.parent.name == "cpu"]
 MODEL_TYPES = {"transformer": "spt_rotary_transformer", "s4": "spt_s4", "dlr": "spt_dlr"}
-# method.md §7: the (task, architecture) pairs the paper ran.
+# docs/method.md §7: the (task, architecture) pairs the paper ran.
 PAPER_RUNS = {
     "transformer": [
         "listops", "text", "retrieval", "image", "pathfinder", "pathx", "pathx256", "scifar", "speech_commands", "bidmc"
@@ -185,7 +186,7 @@ def test_run_lines_are_accepted_commands_that_follow_the_phase_folders(path):
         args, rest = build_parser().parse_known_args(words[1:])
         assert args.command in ("spt", "finetune", "run"), command
         overrides = parse_overrides(rest)
-        assert "output_dir" not in overrides, f"{command}: the recipe's output_dir is the run folder; do not add a phase"
+        assert "output_dir" not in overrides, f"{command}: output_dir is the run folder, set by the recipe"
         spt_file = path if path.stem.endswith("-spt") else sibling(path)
         expected = spt_file if args.command == "run" else path
         assert find_recipe(args.config).resolve() == expected.resolve(), command

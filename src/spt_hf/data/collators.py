@@ -1,4 +1,4 @@
-"""Collators: padding, and the SPT objectives' inputs and targets (method.md §2).
+"""Collators: padding, and the SPT objectives' inputs and targets (docs/method.md §2).
 
 All collators take the list of examples a ``DataLoader`` or the ``Trainer`` hands them (python lists, numpy
 arrays or tensors), pad right to the longest sequence in the batch (optionally to a multiple of

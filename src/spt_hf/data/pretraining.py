@@ -1,6 +1,6 @@
 """The SPT pretraining set (train split only) and the fingerprint that guards evaluation against leakage.
 
-Pretraining must see only training inputs (data.md §5). :func:`pretraining_dataset` builds the set from the
+Pretraining must see only training inputs (docs/data.md §6). :func:`pretraining_dataset` builds the set from the
 train split; :func:`fingerprint_examples` records a hash of every model input sequence it holds (sha256 over the
 canonical bytes), as a digest for ``results.json`` and a sorted array of 8-byte prefixes the pipeline saves as
 ``.npy``; :func:`check_no_overlap` refuses an evaluation split that shares an input with it unless allowed.

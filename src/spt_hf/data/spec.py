@@ -2,7 +2,7 @@
 
 A :class:`TaskSpec` says what the inputs are (tokens of a vocabulary, or ``num_channels`` continuous values per
 step), how long they get, what is predicted (classes or a regression target) and measured, the default pooling,
-the normalisation of continuous inputs and the default target of the SPT objectives (method.md §2, §7). Each task
+the normalisation of continuous inputs and the default target of the SPT objectives (docs/method.md §2, §7). Each task
 of the paper is a subclass in :mod:`spt_hf.data.tasks` that sets these defaults and knows how to find and read its
 files; the fields a user may change are listed in its ``OPTIONS``.
 """
@@ -105,7 +105,7 @@ class TaskSpec:
         num_labels: number of classes, 1 for regression.
         problem_type: ``"single_label_classification"`` or ``"regression"`` (transformers' names).
         metric: ``"accuracy"`` or ``"r2"``.
-        pooling: default pooling of the classification head (method.md §4).
+        pooling: default pooling of the classification head (docs/method.md §4).
         vocab: the token vocabulary (token inputs only).
         num_channels: channels per step of continuous inputs (1 for token inputs).
         normalization: per-channel mean/std of continuous inputs; ``None`` means "fit on the train split" with

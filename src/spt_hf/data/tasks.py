@@ -364,7 +364,7 @@ class BidmcTask(TaskSpec):
 
 @dataclass(frozen=True)
 class DigitsTask(TaskSpec):
-    """scikit-learn's 1,797 real 8x8 digit scans as 64 steps (the CPU demo, method.md §9); 500/400/897 split.
+    """scikit-learn's 1,797 real 8x8 digit scans as 64 steps (the CPU demo, docs/method.md §9); 500/400/897 split.
 
     Option ``input_kind``: ``"tokens"`` (intensity 0-16 as tokens, default) or ``"continuous"`` (one value).
     """

@@ -1,7 +1,7 @@
 """Token vocabularies shared by self-pretraining and finetuning.
 
 Every vocabulary starts with the same four special ids, so a checkpoint pretrained with the masked or causal
-objective and the classifier finetuned from it agree on what the mask and the padding are (data.md §5). Content
+objective and the classifier finetuned from it agree on what the mask and the padding are (docs/data.md §6). Content
 tokens start at id 4, in a fixed order that must never change between the two phases.
 """
 

@@ -1,10 +1,10 @@
 """Model cards for spt_hf checkpoints, rendered from a phase's `results.json` with `huggingface_hub.ModelCard`.
 
 Two Jinja templates (`templates/spt_checkpoint.md`, `templates/finetuned_checkpoint.md`, documented in the
-top-level `hub_cards/README.md`) are filled from the results file: architecture and size, task and data (split sizes, the SPT
-data fingerprint), objective and masking rate, steps and compute, metrics, and the scratch baseline when known. The
-metrics also go into the card's `model-index` metadata, so the Hub shows them; every number is copied from the
-results file unrounded.
+top-level `hub_cards/README.md`) are filled from the results file: architecture and size, task and data (split sizes,
+the SPT data fingerprint), objective and masking rate, steps and compute, metrics, and the scratch baseline when
+known. The metrics also go into the card's `model-index` metadata, so the Hub shows them; every number is copied from
+the results file unrounded.
 """
 
 import json

@@ -1,7 +1,7 @@
 """Heads written once for every architecture: masked LM, causal LM, sequence classification, retrieval.
 
-Identical heads are a scientific requirement (style.md): pooling and losses must not drift between S4, DLR and the
-Transformer. An architecture declares each head in one line:
+Identical heads are a scientific requirement (docs/architectures.md): pooling and losses must not drift between
+architectures. An architecture declares each head in one line:
 
     class S4ForMaskedLM(SequenceForMaskedLM, S4PreTrainedModel):
         backbone_class = S4Model

@@ -1,4 +1,4 @@
-"""Optimiser parameter groups: the SSM groups of method.md §6, declared by the model's config, built in one place."""
+"""Optimiser parameter groups: the SSM groups of docs/method.md §6, declared by the model's config, built here."""
 
 import re
 

@@ -18,6 +18,8 @@ def code_version() -> dict:
 
     version = {"spt_hf": __version__}
     root = Path(__file__).resolve().parents[3]
+    if not (root / "pyproject.toml").is_file() or not (root / ".git").exists():
+        return version  # an installed package: no checkout of spt_hf's own to ask (nor any other repository)
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain"], capture_output=True, text=True)

@@ -1,4 +1,4 @@
-"""ListOps generator: LRA's algorithm (data.md §3) in our own, faster implementation, and its TSV writer.
+"""ListOps generator: LRA's algorithm (docs/data.md §3) in our own, faster implementation, and its TSV writer.
 
 A node at depth < ``max_depth`` draws r ~ U(0, 1); r > ``value_p`` (0.25) makes a leaf digit 0-9, otherwise an
 operator node with 2..``max_args`` children (depth + 1) and an operator drawn after its children, uniform over

@@ -1,4 +1,4 @@
-"""Pathfinder / PathX generator (Linsley et al. 2018; data.md §3), our own numpy + PIL implementation.
+"""Pathfinder / PathX generator (Linsley et al. 2018; docs/data.md §3), our own numpy + PIL implementation.
 
 A *paddle* is a short bar; a *snake* is a chain of paddles, each next paddle on a circle around a pivot just
 beyond the tip of the previous one, its direction turned by an angle drawn with weight
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-# LRA parameters at 32 and 128 px (data.md §3). 64 and 256 px are ours: in between, and beyond with about the
+# LRA parameters at 32 and 128 px (docs/data.md §3). 64 and 256 px are ours: in between, and beyond with about the
 # same density of distractor paddles per area as at 128 px.
 PRESETS: dict[int, dict[str, float]] = {
     32: dict(paddle_length=2.0, paddle_thickness=0.5, paddle_margin=1.0, marker_radius=1.5, seed_distance=7.0,

@@ -1,4 +1,4 @@
-"""Tasks hosted on the Hugging Face Hub (data.md §2): IMDb, CIFAR-10 and Speech Commands.
+"""Tasks hosted on the Hugging Face Hub (docs/data.md §2): IMDb, CIFAR-10 and Speech Commands.
 
 Online, the dataset is fetched by its Hub id; offline, ``data_dir`` may hold a local copy (a ``save_to_disk``
 folder, or the Hub repository's parquet files). Either way each example is converted to our features here.

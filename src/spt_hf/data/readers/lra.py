@@ -1,4 +1,4 @@
-"""Readers for the Long Range Arena release formats (data.md §1): ListOps TSV, AAN TSV and Pathfinder PNGs.
+"""Readers for the Long Range Arena release formats (docs/data.md §1): ListOps TSV, AAN TSV and Pathfinder PNGs.
 
 Each reader yields examples already in the task's features (token ids, or raw pixel values of shape (L, 1)) and
 raises :class:`DataFormatError` naming the file, the line and the expected format for a bad row (bytes that are

@@ -1,4 +1,4 @@
-"""Real data that installs offline (data.md §4): scikit-learn's digits, Fashion-MNIST, asterisk spoken digits.
+"""Real data that installs offline (docs/data.md §4): scikit-learn's digits, Fashion-MNIST, asterisk spoken digits.
 
 These are the project's stand-ins for the image and speech benchmarks on machines that cannot download them:
 real recorded data in the same shapes as the benchmark (a 1024-step grey image, a 16 kHz one-second clip).
