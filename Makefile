@@ -10,7 +10,7 @@ export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export TRANSFORMERS_VERBOSITY ?= error
 
-.PHONY: demo test test-slow lint format bench clean
+.PHONY: demo test test-slow test-wheel lint format bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,9 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow --timeout 3600
+
+test-wheel: $(STAMP)
+	$(PY) -m pytest -q -m slow --timeout 1800 tests/packaging
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -108,7 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--config_file`)",
     )  # fmt: skip
 
-    demo = command("demo", demo_command, "the README's main job: SPT vs scratch on real offline data")
+    demo = command("demo", demo_command, "the README's main job: SPT vs scratch on real offline data; trailing "
+                   "--key value pairs override recipe keys in every phase")  # fmt: skip
+    demo.set_defaults(takes_overrides=True)
     demo.add_argument("--output-dir", default="runs/demo")
     demo.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     demo.add_argument("--architectures", nargs="+", default=["transformer"])
@@ -258,8 +260,9 @@ def recipes_command(args, rest) -> int:
 
 def demo_command(args, rest) -> int:
     from .demo import run_demo
+    from .training.arguments import parse_overrides
 
-    run_demo(args.output_dir, seeds=args.seeds, architectures=args.architectures)
+    run_demo(args.output_dir, seeds=args.seeds, architectures=args.architectures, overrides=parse_overrides(rest))
     return 0
 
 

@@ -27,16 +27,21 @@ def recipe_paths(architecture: str) -> tuple[Path, Path]:
     return spt, spt.with_name(spt.name.replace("-spt", "-finetune"))
 
 
-def run_demo(output_dir: str = "runs/demo", seeds: tuple[int, ...] = (0, 1, 2), architectures=("transformer",)) -> str:
+def run_demo(
+    output_dir: str = "runs/demo",
+    seeds: tuple[int, ...] = (0, 1, 2),
+    architectures=("transformer",),
+    overrides: dict | None = None,
+) -> str:
     start = time.perf_counter()
     root = Path(output_dir)
     for architecture in architectures:
         spt_path, finetune_path = recipe_paths(architecture)
         for seed in seeds:
-            overrides = {"seed": seed, "output_dir": str(root / architecture / f"seed{seed}")}
+            keys = {**(overrides or {}), "seed": seed, "output_dir": str(root / architecture / f"seed{seed}")}
             print(f"== {architecture}, seed {seed}: SPT, finetune, scratch ==", flush=True)
-            spt_recipe = load_recipe(spt_path, overrides, phase="spt")
-            run(spt_recipe, load_recipe(finetune_path, overrides, phase="finetune"), with_scratch=True)
+            spt_recipe = load_recipe(spt_path, keys, phase="spt")
+            run(spt_recipe, load_recipe(finetune_path, keys, phase="finetune"), with_scratch=True)
     report([root])
     table = markdown_table(find_results([root]))
     minutes = (time.perf_counter() - start) / 60
