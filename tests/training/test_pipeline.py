@@ -208,9 +208,6 @@ def test_killed_and_resumed_pretraining_equals_an_uninterrupted_run(tmp_path):
     reference = pretrain(load_recipe(straight))
     with pytest.raises(KeyboardInterrupt):
         pretrain(load_recipe(resumed), callbacks=[KillAfter(5)])
-    assert (tmp_path / "b" / "spt" / "collator_state_0.pt").exists() or (
-        tmp_path / "b" / "spt" / "checkpoint-3" / "collator_state_0.pt"
-    ).exists()
     result = pretrain(load_recipe(resumed))
     a = load_file(tmp_path / "a" / "spt" / "model.safetensors")
     b = load_file(tmp_path / "b" / "spt" / "model.safetensors")

@@ -5,10 +5,14 @@ arrays or tensors), pad right to the longest sequence in the batch (optionally t
 ``pad_to_multiple_of``) and return a dict of tensors whose keys are the model's forward arguments. Continuous
 inputs are normalised here with the spec's per-channel statistics; the cached dataset keeps raw values.
 
-Masked SPT draws its mask here, anew for every batch, from the collator's own ``torch.Generator``: each position
-is selected independently with probability ``mask_rate`` (or ⌊L·p/span⌋ non-overlapping spans), padding never,
-and every selected position is replaced (no 80/10/10 rule). A batch with no selected position has
-``labels == -100`` everywhere (tokens) or ``mask_positions`` all false (continuous): see :func:`num_masked`.
+Masked SPT draws its mask here, anew every time an example is read: each position is selected independently with
+probability ``mask_rate`` (or ⌊L·p/span⌋ non-overlapping spans), padding never, and every selected position is
+replaced (no 80/10/10 rule). Examples that carry their epoch and index (``EPOCH_KEY``, ``INDEX_KEY``, added by
+:class:`~spt_hf.data.pretraining.IndexedExamples`) get a mask that is a pure function of (seed, epoch, index): the
+same whatever was read before, however many data-loader workers or processes there are, and after a resume. Plain
+examples draw from the collator's own generator stream (``state_dict`` / ``load_state_dict``). A batch with no
+selected position has ``labels == -100`` everywhere (tokens) or ``mask_positions`` all false (continuous): see
+:func:`num_masked`.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from .spec import TaskSpec
 from .vocab import MASK_ID, PAD_ID
 
 IGNORE_INDEX = -100
+EPOCH_KEY, INDEX_KEY = "spt_epoch", "spt_index"  # where an example says which read of which example it is
 
 
 def _round_up(n: int, multiple: int | None) -> int:
@@ -126,16 +131,17 @@ class MaskedSPTCollator:
         spec: the task.
         mask_rate: probability p that a position is selected.
         span_length: 1 for independent positions; > 1 selects ⌊L·p/span⌋ non-overlapping spans per example.
-        seed: seed of the mask stream; ``state_dict``/``load_state_dict`` resume it exactly.
-        rank: process rank, mixed into the seed so every process draws a different stream.
+        seed: seed of the masks.
+        rank: process rank, mixed into the seed of the generator stream of plain examples (indexed examples need no
+            rank: their masks depend on the example, not on the process that reads it).
         target: ``"values"`` or ``"levels"`` for continuous inputs (default: ``spec.spt_target``).
         pad_to_multiple_of: round the padded length up to a multiple of this.
 
     Token inputs give ``input_ids`` (selected -> MASK), ``attention_mask`` and ``labels`` (original id at selected
     positions, -100 elsewhere). Continuous inputs give normalised, unmasked ``input_values`` (B, L, C) (the model
     swaps in its mask vector), ``mask_positions`` (B, L) bool, ``attention_mask`` and ``labels`` (B, L, C):
-    normalised values (float32) or raw levels (int64). In DataLoader workers the stream is re-seeded from the
-    worker's seed (which changes every epoch); exact resumption with ``state_dict`` needs ``num_workers=0``.
+    normalised values (float32) or raw levels (int64). Exact resumption: give indexed examples (the pipeline does);
+    the generator stream of plain examples is re-seeded from the worker's seed in DataLoader workers.
     """
 
     spec: TaskSpec
@@ -173,27 +179,36 @@ class MaskedSPTCollator:
             self._worker = ((info.id, info.seed), gen)
         return self._worker[1]
 
-    def draw_mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Selected positions (B, L) bool, never at padding (right padding assumed)."""
-        gen = self._current_generator()
+    def draw_mask(self, attention_mask: torch.Tensor, reads: list[tuple[int, int]] | None = None) -> torch.Tensor:
+        """Selected positions (B, L) bool, never at padding (right padding assumed). With `reads` (the epoch and
+        index of each example) every row comes from a generator seeded by (seed, epoch, index)."""
         real = attention_mask.bool()  # (B, L)
-        if self.span_length == 1:
-            return (torch.rand(real.shape, generator=gen) < self.mask_rate) & real  # (B, L)
         selected = torch.zeros_like(real)
-        span = self.span_length
+        stream = self._current_generator() if reads is None else None
         for i, length in enumerate(real.sum(1).tolist()):
-            n = int(length * self.mask_rate / span)
-            if n == 0:
-                continue
+            gen = stream if reads is None else torch.Generator().manual_seed(_stream_seed(self.seed, *reads[i]))
+            selected[i, :length] = self._draw_row(length, gen)
+        return selected
+
+    def _draw_row(self, length: int, gen: torch.Generator) -> torch.Tensor:
+        """Selected positions (length,) of one example."""
+        if self.span_length == 1:
+            return torch.rand(length, generator=gen) < self.mask_rate
+        row, span = torch.zeros(length, dtype=torch.bool), self.span_length
+        n = int(length * self.mask_rate / span)
+        if n:
             # n starts among the (length - n(span-1)) "compressed" slots, spread out: non-overlapping spans
             slots = torch.randperm(length - n * (span - 1), generator=gen)[:n].sort().values  # (n,)
             starts = slots + torch.arange(n) * (span - 1)  # (n,)
-            selected[i, (starts.unsqueeze(1) + torch.arange(span)).reshape(-1)] = True
-        return selected
+            row[(starts.unsqueeze(1) + torch.arange(span)).reshape(-1)] = True
+        return row
 
     def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
         batch = _inputs(self.spec, examples, self.pad_to_multiple_of)
-        selected = self.draw_mask(batch["attention_mask"])  # (B, L)
+        reads = None
+        if examples and all(EPOCH_KEY in ex and INDEX_KEY in ex for ex in examples):
+            reads = [(int(ex[EPOCH_KEY]), int(ex[INDEX_KEY])) for ex in examples]
+        selected = self.draw_mask(batch["attention_mask"], reads)  # (B, L)
         if self.spec.input_kind == "tokens":
             ids = batch["input_ids"]  # (B, L)
             batch["labels"] = torch.where(selected, ids, torch.full_like(ids, IGNORE_INDEX))

@@ -17,7 +17,9 @@ from typing import Any
 
 import datasets
 import numpy as np
+import torch
 
+from .collators import EPOCH_KEY, INDEX_KEY
 from .spec import TaskSpec
 
 INPUT_COLUMNS = ("input_ids", "input_values")
@@ -35,6 +37,37 @@ def pretraining_dataset(splits: datasets.DatasetDict, spec: TaskSpec) -> dataset
     first = train.select_columns(["input_ids"])
     second = train.select_columns(["input_ids_2"]).rename_column("input_ids_2", "input_ids").cast(first.features)
     return datasets.concatenate_datasets([first, second])
+
+
+class IndexedExamples(torch.utils.data.Dataset):
+    """A dataset whose examples say which read they are: their index and the current epoch (``EPOCH_KEY``,
+    ``INDEX_KEY``), so that the masked-SPT collator draws each example's mask as a pure function of (seed, epoch,
+    index). The trainer calls :meth:`set_epoch` before each epoch's data loader is iterated; a fixed ``epoch`` gives
+    the same masks at every read (evaluation)."""
+
+    def __init__(self, dataset: datasets.Dataset, epoch: int = 0):
+        self.dataset, self.epoch = dataset, epoch
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return {**self.dataset[int(index)], EPOCH_KEY: self.epoch, INDEX_KEY: int(index)}
+
+    def __getitems__(self, indices: list[int]) -> list[dict[str, Any]]:
+        rows = self.dataset[[int(i) for i in indices]]  # one Arrow read for the whole batch
+        names = list(rows)
+        return [
+            {**{name: rows[name][k] for name in names}, EPOCH_KEY: self.epoch, INDEX_KEY: int(i)}
+            for k, i in enumerate(indices)
+        ]
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    @property
+    def column_names(self) -> list[str]:
+        return self.dataset.column_names
 
 
 def _row_digests(dataset: datasets.Dataset, batch_size: int = 1000) -> list[bytes]:

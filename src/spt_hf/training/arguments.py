@@ -93,6 +93,10 @@ class SPTArguments:
     allow_eval_overlap: bool = field(
         default=False, metadata={"help": "Finetune even if evaluation examples were seen during SPT."}
     )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Train the phase afresh, deleting what its folder holds (a finished phase or checkpoints)."},
+    )
 
 
 @dataclass

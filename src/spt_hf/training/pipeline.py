@@ -8,7 +8,6 @@ other's checkpoints. The phase names are the same everywhere (CLI, folders, resu
 """
 
 import dataclasses
-import logging
 import math
 import time
 from pathlib import Path
@@ -21,7 +20,6 @@ from transformers import (
     AutoModelForSequenceClassification,
     set_seed,
 )
-from transformers.trainer_utils import get_last_checkpoint
 
 from .. import AutoModelForRetrieval
 from ..checkpoints import (
@@ -40,10 +38,11 @@ from ..data import (
     fingerprint_info,
     pretraining_dataset,
 )
-from ..data.pretraining import DataFingerprint
+from ..data.pretraining import DataFingerprint, IndexedExamples
 from ..hub import checkpoint_folder, ensure_push_credentials, push_phase
 from .arguments import PHASE_FIELDS, Recipe, spt_bidirectional, validate_recipe
 from .results import phase_results, write_results
+from .run_folder import latest_complete_checkpoint, open_phase
 from .task_data import TaskData, load_task_data
 from .trainer import (
     SPTTrainer,
@@ -53,7 +52,6 @@ from .trainer import (
     token_argmax,
 )
 
-logger = logging.getLogger(__name__)
 FINGERPRINT_FILE = "spt_fingerprint.npy"
 
 
@@ -65,30 +63,36 @@ def model_config(recipe: Recipe, task: TaskData, **phase_fields):
 
 def pretrain(recipe: Recipe, callbacks: list | None = None) -> dict:
     """Self-pretrain on the task's train split with the recipe's objective; save a ForMaskedLM/ForCausalLM model
-    (with `push_to_hub`, push it with results.json and its model card once they are written)."""
-    start = time.perf_counter()
+    (with `push_to_hub`, push it with results.json and its model card once they are written). A finished phase is
+    left alone and its results returned."""
     validate_recipe(recipe, "spt")
     recipe = in_phase_dir(recipe, "spt")
     ensure_push_credentials(recipe.training)  # no token, no hub_model_id, a token in the recipe: fail before training
+    with open_phase(recipe) as (status, fingerprint):
+        if status.state == "finished":
+            return _finished("spt", recipe, status.results)
+        return _pretrain(recipe, fingerprint, callbacks)
+
+
+def _pretrain(recipe: Recipe, fingerprint: dict, callbacks: list | None) -> dict:
+    start = time.perf_counter()
     set_seed(recipe.training.seed)
     task = load_task_data(recipe)
-    spt = recipe.spt
+    spt, seed = recipe.spt, recipe.training.seed
     bidirectional = spt_bidirectional(recipe)
     loss = "cross_entropy" if task.spec.spt_target == "levels" else recipe.model_config.get("continuous_loss", "l1")
     config = model_config(recipe, task, bidirectional=bidirectional, continuous_loss=loss)
-    auto = AutoModelForMaskedLM if bidirectional else AutoModelForCausalLM
-    model = auto.from_config(config)
+    model = (AutoModelForMaskedLM if bidirectional else AutoModelForCausalLM).from_config(config)
     train_set = pretraining_dataset(task.splits, task.spec)
-    eval_set = task.splits["validation"].select_columns(train_set.column_names)
-    rank = recipe.training.process_index
-    if bidirectional:
-        collator = MaskedSPTCollator(task.spec, spt.mask_rate, spt.span_length, seed=recipe.training.seed, rank=rank)
-
-        def eval_collator():
-            return MaskedSPTCollator(task.spec, spt.mask_rate, spt.span_length, seed=12345, rank=rank)
+    columns = train_set.column_names
+    evaluation = {name: task.splits[name].select_columns(columns) for name in ("validation", "test")}
+    if bidirectional:  # masks as a pure function of (seed, epoch, example): exact resume, fixed evaluation masks
+        _refuse_persistent_workers(recipe)
+        collator = MaskedSPTCollator(task.spec, spt.mask_rate, spt.span_length, seed=seed, rank=0)
+        train_set = IndexedExamples(train_set)
+        evaluation = {name: IndexedExamples(split, epoch=-1) for name, split in evaluation.items()}
     else:
         collator = CausalSPTCollator(task.spec)
-        eval_collator = None
     tokens = task.spec.input_kind == "tokens"
     if tokens and bidirectional:
         metrics, best = masked_accuracy_metrics(), "masked_accuracy"
@@ -96,58 +100,55 @@ def pretrain(recipe: Recipe, callbacks: list | None = None) -> dict:
         metrics, best = causal_accuracy_metrics(), "next_token_accuracy"
     else:
         metrics, best = None, "loss"  # masked L1 loss = masked MAE on normalised values
-    training = _phase_arguments(recipe, best, greater_is_better=tokens)
     trainer = SPTTrainer(
         model=model,
-        args=training,
+        args=_phase_arguments(recipe, best, greater_is_better=tokens),
         train_dataset=train_set,
-        eval_dataset=eval_set,
+        eval_dataset=evaluation["validation"],
         data_collator=collator,
         compute_metrics=metrics,
         preprocess_logits_for_metrics=token_argmax if tokens else None,
-        eval_collator_factory=eval_collator,
         callbacks=callbacks,
     )
-    _announce("spt", trainer, f"{len(train_set)} SPT examples, mask stream rank {rank}")
-    fingerprint = fingerprint_info(train_set)
-    results = _train_and_evaluate(trainer, recipe, task, "spt", start)
+    _announce("spt", trainer, f"{len(train_set)} SPT examples")
+    data_fingerprint = fingerprint_info(pretraining_dataset(task.splits, task.spec))
+    results = _train_and_evaluate(trainer, recipe, task, "spt", start, evaluation)
+    results["recipe_fingerprint"] = fingerprint
     if trainer.is_world_process_zero():
-        write_directory_atomically(lambda tmp: np.save(tmp / FINGERPRINT_FILE, fingerprint.hashes), training.output_dir)
-        results["data"]["pretraining_fingerprint"] = fingerprint.to_dict()
-        _write_phase_results(training.output_dir, results)
-        push_phase(training)
+        output_dir = recipe.training.output_dir
+        write_directory_atomically(lambda tmp: np.save(tmp / FINGERPRINT_FILE, data_fingerprint.hashes), output_dir)
+        results["data"]["pretraining_fingerprint"] = data_fingerprint.to_dict()
+        _write_phase_results(output_dir, results)
+        push_phase(recipe.training)
+    _summary("spt", results)
     return results
 
 
 def finetune(recipe: Recipe, callbacks: list | None = None) -> dict:
     """Finetune a classifier: from an SPT checkpoint (backbone transfer verified), any Hub classifier, or scratch
-    (with `push_to_hub`, push it with results.json and its model card once they are written)."""
-    start = time.perf_counter()
+    (with `push_to_hub`, push it with results.json and its model card once they are written). A finished phase is
+    left alone and its results returned."""
     source = recipe.model.model_name_or_path
     phase = "scratch" if source is None else "finetune"
     validate_recipe(recipe, phase)
     recipe = in_phase_dir(recipe, phase)
     ensure_push_credentials(recipe.training)
+    folder, extra = None, {}
+    if source is not None:
+        folder = checkpoint_folder(source)  # a Hub id: its snapshot, so a pushed checkpoint gets the same checks
+        verify_recorded_digests(folder)  # a flipped byte since the SPT phase wrote it -> checksum error
+        extra = {"init.weights_sha256": file_digests(folder)}  # a changed SPT checkpoint is a changed recipe
+    with open_phase(recipe, extra) as (status, fingerprint):
+        if status.state == "finished":
+            return _finished(phase, recipe, status.results)
+        return _finetune(recipe, phase, folder, fingerprint, callbacks)
+
+
+def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict, callbacks: list | None) -> dict:
+    start = time.perf_counter()
     set_seed(recipe.training.seed)
     task = load_task_data(recipe)
-    head_auto = AutoModelForRetrieval if task.spec.paired else AutoModelForSequenceClassification
-    phase_fields = {k: v for k, v in recipe.model_config.items() if k in PHASE_FIELDS}
-    head_fields = {**task.head_kwargs(), **phase_fields}
-    if source is None:
-        model = head_auto.from_config(model_config(recipe, task, **head_fields))
-        init = "scratch"
-    else:
-        folder = checkpoint_folder(source)  # a Hub id: its snapshot, so a pushed checkpoint gets the same checks
-        _check_architecture(recipe, str(folder))
-        verify_recorded_digests(folder)  # a flipped byte since the SPT phase wrote it -> checksum error
-        model = head_auto.from_pretrained(  # safetensors only: no pickled weights from user or Hub files
-            source, trust_remote_code=recipe.model.trust_remote_code, use_safetensors=True, **head_fields
-        )
-        init = "spt" if (folder / FINGERPRINT_FILE).is_file() else "pretrained"
-        if hasattr(model, "base_model_prefix") and any(folder.glob("*.safetensors")):
-            verify_backbone_transfer(model, folder)  # every backbone tensor came from the checkpoint ...
-            verify_loaded_tensors(model, folder)  # ... and every checkpoint tensor was loaded unchanged
-        _check_leakage(recipe, task, str(folder))
+    model, init = _finetuning_model(recipe, task, folder)
     collator_cls = RetrievalCollator if task.spec.paired else ClassificationCollator
     greater = task.spec.problem_type != "regression"
     best = "accuracy" if greater else "r2"
@@ -161,12 +162,69 @@ def finetune(recipe: Recipe, callbacks: list | None = None) -> dict:
         callbacks=callbacks,
     )
     _announce(phase, trainer, f"{len(task.splits['train'])} training examples, init {init}")
-    results = _train_and_evaluate(trainer, recipe, task, phase, start)
-    results["init"] = {"kind": init, "model_name_or_path": source}
+    evaluation = {name: task.splits[name] for name in ("validation", "test")}
+    results = _train_and_evaluate(trainer, recipe, task, phase, start, evaluation)
+    results["init"] = {"kind": init, "model_name_or_path": recipe.model.model_name_or_path}
+    results["recipe_fingerprint"] = fingerprint
     if trainer.is_world_process_zero():
         _write_phase_results(recipe.training.output_dir, results)
         push_phase(recipe.training)
+    _summary(phase, results)
     return results
+
+
+def _finetuning_model(recipe: Recipe, task: TaskData, folder: Path | None):
+    """The classifier to finetune and how it was initialised: from `folder` (checked) or from scratch."""
+    head_auto = AutoModelForRetrieval if task.spec.paired else AutoModelForSequenceClassification
+    phase_fields = {k: v for k, v in recipe.model_config.items() if k in PHASE_FIELDS}
+    head_fields = {**task.head_kwargs(), **phase_fields}
+    if folder is None:
+        return head_auto.from_config(model_config(recipe, task, **head_fields)), "scratch"
+    _check_architecture(recipe, str(folder))
+    model = head_auto.from_pretrained(  # safetensors only: no pickled weights from user or Hub files
+        str(folder), trust_remote_code=recipe.model.trust_remote_code, use_safetensors=True, **head_fields
+    )
+    if hasattr(model, "base_model_prefix") and any(folder.glob("*.safetensors")):
+        verify_backbone_transfer(model, folder)  # every backbone tensor came from the checkpoint ...
+        verify_loaded_tensors(model, folder)  # ... and every checkpoint tensor was loaded unchanged
+    _check_leakage(recipe, task, str(folder))
+    return model, "spt" if (folder / FINGERPRINT_FILE).is_file() else "pretrained"
+
+
+def _refuse_persistent_workers(recipe: Recipe) -> None:
+    if recipe.training.dataloader_persistent_workers and recipe.training.dataloader_num_workers > 0:
+        raise ValueError(
+            "`dataloader_persistent_workers: true` keeps the first epoch's workers, which would draw the first "
+            "epoch's SPT masks again in every epoch; leave it false for masked SPT."
+        )
+
+
+def _finished(phase: str, recipe: Recipe, results: dict) -> dict:
+    folder = recipe.training.output_dir
+    print(
+        f"spt_hf: the {phase} phase in {folder} is finished ({results['budget']['steps']} steps; "
+        f"{_headline_metric(results)}): nothing to do. `--overwrite_output_dir true` trains it again.",
+        flush=True,
+    )
+    return results
+
+
+def _summary(phase: str, results: dict) -> None:
+    """The one line that ends a phase: metric, steps, time, where the results went."""
+    minutes = (results["budget"]["wall_time_s"] or 0) / 60
+    print(
+        f"spt_hf: {phase} done in {minutes:.1f} min, {results['budget']['steps']} steps; {_headline_metric(results)};"
+        f" results in {Path(results['output_dir']) / 'results.json'}",
+        flush=True,
+    )
+
+
+def _headline_metric(results: dict) -> str:
+    metrics = results["metrics"]
+    name = (metrics.get("metric_for_best_model") or "loss").removeprefix("eval_")
+    values = [f"{split} {name} {metrics[split].get(f'{prefix}_{name}', float('nan')):.4g}"
+              for split, prefix in (("validation", "eval"), ("test", "test"))]  # fmt: skip
+    return ", ".join(values)
 
 
 def _write_phase_results(output_dir: str, results: dict) -> None:
@@ -197,16 +255,16 @@ def _phase_arguments(recipe: Recipe, metric: str, greater_is_better: bool):
     return training
 
 
-def _train_and_evaluate(trainer: SPTTrainer, recipe: Recipe, task: TaskData, phase: str, start: float) -> dict:
+def _train_and_evaluate(trainer: SPTTrainer, recipe, task: TaskData, phase: str, start: float, evaluation) -> dict:
+    """Train (resuming from the newest complete checkpoint), evaluate on `evaluation` ("validation", "test"),
+    export the model; the phase's results."""
     output_dir = recipe.training.output_dir
-    resume = get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
+    resume = latest_complete_checkpoint(output_dir)
     if resume:
-        logger.warning("Resuming %s from %s", phase, resume)
+        print(f"spt_hf: resuming {phase} from {resume}", flush=True)
     train_output = trainer.train(resume_from_checkpoint=resume)
-    validation = trainer.evaluate(task.splits["validation"].select_columns(trainer.eval_dataset.column_names))
-    test = trainer.evaluate(
-        task.splits["test"].select_columns(trainer.eval_dataset.column_names), metric_key_prefix="test"
-    )
+    validation = trainer.evaluate(evaluation["validation"])
+    test = trainer.evaluate(evaluation["test"], metric_key_prefix="test")
     export_model(trainer, output_dir)
     return phase_results(phase, recipe, task, trainer, train_output, validation, test, time.perf_counter() - start)
 

@@ -1,26 +1,29 @@
-"""The HF Trainer with spt_hf's optimiser groups, fixed evaluation masks, and the metrics of each phase."""
+"""The HF Trainer with spt_hf's optimiser groups and crash-safe checkpoints, and the metrics of each phase."""
 
+import shutil
 from collections.abc import Callable
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import torch
 from transformers import EvalPrediction, Trainer
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from ..data import IGNORE_INDEX
 from ..metrics import load_metric
 from .optim import param_groups
+from .run_folder import STAGING_PREFIX, commit_checkpoint, disk_full_error
 
 
 class SPTTrainer(Trainer):
-    """`Trainer` whose optimiser uses `param_groups` (SSM learning rates, no decay on norms and SSM parameters)
-    and whose evaluations draw the same masks every time (`eval_collator_factory` builds a fresh, fixed-seed
-    collator per evaluation, so validation metrics are comparable across evaluations)."""
+    """`Trainer` with spt_hf's optimiser groups (SSM learning rates, no decay on norms and SSM parameters), the epoch
+    handed to datasets that draw per-epoch randomness (the SPT masks of `IndexedExamples`), and checkpoints that are
+    complete or absent: each is written into a staging folder, given a manifest of the sha256 of its files, and
+    renamed into place (`run_folder.commit_checkpoint`); a full disk is one clear error."""
 
-    def __init__(self, *args, eval_collator_factory: Callable | None = None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.eval_collator_factory = eval_collator_factory
+    _staging_root: Path | None = None
+    _push_after_commit = False
 
     def create_optimizer(self, model=None):
         if self.optimizer is None:
@@ -30,41 +33,64 @@ class SPTTrainer(Trainer):
             self.optimizer = optimizer_cls(groups, **optimizer_kwargs)
         return self.optimizer
 
-    def _save_rng_state(self, output_dir: str) -> None:
-        # The SPT mask stream is part of the random state: a resumed run continues it (one file per process).
-        super()._save_rng_state(output_dir)
-        if hasattr(self.data_collator, "state_dict"):
-            torch.save(self.data_collator.state_dict(), Path(output_dir) / collator_state_file(self.args))
+    def _run_epoch(self, *args, **kwargs):
+        # Before the epoch's data loader is iterated (and its workers are started with a copy of the dataset).
+        if hasattr(self.train_dataset, "set_epoch"):
+            self.train_dataset.set_epoch(kwargs["epoch"])
+        return super()._run_epoch(*args, **kwargs)
 
-    def _load_rng_state(self, checkpoint) -> None:
-        super()._load_rng_state(checkpoint)
-        path = Path(checkpoint or "") / collator_state_file(self.args)
-        if checkpoint and hasattr(self.data_collator, "load_state_dict") and path.is_file():
-            self.data_collator.load_state_dict(torch.load(path, weights_only=True))
-
-    @contextmanager
-    def _evaluation_collator(self):
-        """Swap in a fresh fixed-seed collator for one evaluation, then restore the training collator."""
-        if self.eval_collator_factory is None:
-            yield
+    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
+        if self._staging_root is not None:  # inside `_save_checkpoint`: push once the checkpoint is committed
+            self._push_after_commit = True
             return
-        train_collator, self.data_collator = self.data_collator, self.eval_collator_factory()
+        super()._push_from_checkpoint(checkpoint_folder)
+
+    def _get_output_dir(self, trial) -> str:
+        return str(self._staging_root) if self._staging_root is not None else super()._get_output_dir(trial)
+
+    def _save_checkpoint(self, model, trial) -> None:
+        """transformers' checkpoint, written into `<run_dir>/.staging-N/checkpoint-N`, then committed."""
+        run_dir = Path(super()._get_output_dir(trial))
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        staging_root = run_dir / f"{STAGING_PREFIX}{self.state.global_step}"
+        if self.args.should_save:
+            shutil.rmtree(staging_root, ignore_errors=True)
+        self.accelerator.wait_for_everyone()
+        self._staging_root = staging_root
         try:
-            yield
+            super()._save_checkpoint(model, trial)
+        except Exception as error:
+            shutil.rmtree(staging_root, ignore_errors=True)
+            full = disk_full_error(error, staging_root, name, run_dir)
+            if full is not None:
+                raise full from error
+            raise
         finally:
-            self.data_collator = train_collator
-
-    def evaluate(self, *args, **kwargs):
-        with self._evaluation_collator():
-            return super().evaluate(*args, **kwargs)
-
-    def predict(self, *args, **kwargs):
-        with self._evaluation_collator():
-            return super().predict(*args, **kwargs)
-
-
-def collator_state_file(args) -> str:
-    return f"collator_state_{args.process_index}.pt"
+            self._staging_root = None
+        self.accelerator.wait_for_everyone()
+        final = run_dir / name
+        staged_as_best = self.state.best_model_checkpoint == str(staging_root / name)
+        if staged_as_best:  # on every process: each one loads the best model at the end
+            self.state.best_model_checkpoint = str(final)
+        if self.args.should_save:
+            if staged_as_best:  # the state in the checkpoint was saved with the staging path
+                self.state.save_to_json(str(staging_root / name / TRAINER_STATE_NAME))
+            try:
+                commit_checkpoint(staging_root / name, final)
+            except OSError as error:
+                full = disk_full_error(error, staging_root, name, run_dir)
+                raise (full or error) from error
+            finally:
+                shutil.rmtree(staging_root, ignore_errors=True)
+            if self._push_after_commit:
+                self._push_after_commit = False
+                self._push_from_checkpoint(str(final))
+            rotate_checkpoints(
+                output_dir=str(run_dir),
+                save_total_limit=self.args.save_total_limit,
+                best_model_checkpoint=self.state.best_model_checkpoint,
+            )
+        self.accelerator.wait_for_everyone()
 
 
 def _first(value):

@@ -1,0 +1,359 @@
+"""The life of a phase folder (`<output_dir>/<phase>`): one writer at a time, a recipe it belongs to, checkpoints
+that are complete or absent, and a finished phase that is never trained again.
+
+- `PhaseLock`: an exclusive lock file holding the writer's process id, start time and host. A lock whose process is
+  gone (killed) is taken over with a message; a live one makes a second run fail at once, naming it.
+- `recipe_fingerprint`: the hash of everything in a resolved recipe that changes the model (not where it is written,
+  how often it logs or how many data-loader workers read the data), recorded when the phase starts
+  (`spt_hf_phase.json`) and in `results.json`; `phase_status` compares it and names the keys that differ.
+- Trainer checkpoints are committed by `commit_checkpoint`: written into a staging folder, given a manifest of the
+  sha256 of every file, then renamed into place; `latest_complete_checkpoint` returns the newest checkpoint whose
+  manifest verifies, saying which it skipped and why.
+
+docs/reliability.md states these guarantees; tests/reliability/test_run_lifecycle.py checks them.
+"""
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..checkpoints import sha256_file
+from .results import RESULTS_FILE, write_json_atomic
+
+LOCK_FILE = ".spt_hf.lock"
+PHASE_FILE = "spt_hf_phase.json"
+MANIFEST_FILE = "spt_hf_checkpoint.json"
+STAGING_PREFIX = ".staging-"
+CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
+# Recipe entries that do not change the model a phase trains: where it is written and read from, logging and
+# reporting, evaluation batch sizes, data-loader workers (the SPT masks do not depend on them), pushing.
+NOT_IN_FINGERPRINT = re.compile(
+    r"^(source|data\.data_dir|spt\.overwrite_output_dir|spt\.allow_eval_overlap|model\.trust_remote_code"
+    r"|model\.model_name_or_path"
+    r"|training\.(output_dir|logging_dir|run_name|report_to|disable_tqdm|log_level|log_level_replica|logging_\w+"
+    r"|per_device_eval_batch_size|eval_accumulation_steps|dataloader_\w+|save_total_limit|push_to_hub|hub_\w+"
+    r"|local_rank|use_cpu|print_\w+|debug|ignore_data_skip|resume_from_checkpoint|eval_on_start|\w*token\w*))$"
+)
+
+
+class PhaseLockedError(RuntimeError):
+    """Another process is writing the phase folder."""
+
+
+class RecipeChangedError(ValueError):
+    """The recipe differs from the one a phase folder was started (or finished) with."""
+
+
+class DiskFullError(OSError):
+    """A checkpoint could not be written for lack of space; earlier checkpoints are intact."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The lock
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of process `pid` (field 22 of /proc/<pid>/stat), None if it does not exist."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            return ""
+        return ""  # alive, start time unknown (no /proc)
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+class PhaseLock:
+    """An exclusive lock on a phase folder: `LOCK_FILE` created with O_EXCL, removed on release."""
+
+    def __init__(self, folder: str | Path):
+        self.path = Path(folder) / LOCK_FILE
+        self.held = False
+
+    def acquire(self) -> "PhaseLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        me = {"pid": os.getpid(), "start": _process_start(os.getpid()), "host": socket.gethostname(),
+              "since": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
+        for _ in range(3):
+            try:
+                descriptor = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                self._take_over_if_stale()
+                continue
+            with os.fdopen(descriptor, "w") as handle:
+                json.dump(me, handle)
+            self.held = True
+            return self
+        raise PhaseLockedError(f"Could not take the lock {self.path}; remove it if no run uses {self.path.parent}.")
+
+    def _take_over_if_stale(self) -> None:
+        try:
+            owner = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            owner = {}
+        pid, host = owner.get("pid"), owner.get("host")
+        folder = self.path.parent
+        if host == socket.gethostname() and isinstance(pid, int):
+            start = _process_start(pid)
+            if start is not None and (not owner.get("start") or not start or start == owner["start"]):
+                raise PhaseLockedError(
+                    f"{folder} is in use by process {pid} on host {host} (since {owner.get('since')}): wait for it "
+                    "to finish or stop it; two runs writing one folder would mix their checkpoints."
+                )
+            print(f"spt_hf: taking over the lock of {folder} from process {pid}, which is no longer running.")
+        elif owner:
+            raise PhaseLockedError(
+                f"{folder} is in use by process {pid} on host {host} (since {owner.get('since')}); if that run is "
+                f"no longer running, remove {self.path}."
+            )
+        self.path.unlink(missing_ok=True)
+
+    def release(self) -> None:
+        if self.held:
+            self.path.unlink(missing_ok=True)
+            self.held = False
+
+    def __enter__(self) -> "PhaseLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Which recipe a phase belongs to, and whether it is finished
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def flatten(values: dict, prefix: str = "") -> dict:
+    """{"a": {"b": 1}} -> {"a.b": 1}; lists and scalars are leaves."""
+    flat = {}
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value and name not in ("data.task_options", "data.generate_data"):
+            flat.update(flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def recipe_fingerprint(recipe_dict: dict, extra: dict | None = None) -> tuple[str, dict]:
+    """(sha256, the entries hashed) of a resolved recipe (`Recipe.to_dict()`) plus `extra` facts of the phase (the
+    number of processes, the checkpoint it starts from)."""
+    entries = {k: v for k, v in flatten(recipe_dict).items() if not NOT_IN_FINGERPRINT.match(k)}
+    entries.update(extra or {})
+    canonical = json.dumps(entries, sort_keys=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest(), json.loads(canonical)
+
+
+def describe_changes(before: dict, after: dict, limit: int = 12) -> str:
+    keys = sorted(k for k in set(before) | set(after) if before.get(k, "<unset>") != after.get(k, "<unset>"))
+    lines = [f"{k}: {before.get(k, '<unset>')} -> {after.get(k, '<unset>')}" for k in keys[:limit]]
+    if len(keys) > limit:
+        lines.append(f"... and {len(keys) - limit} more")
+    return "\n  ".join(lines)
+
+
+@dataclass
+class PhaseStatus:
+    """What a phase folder holds for this recipe: "new", "partial" (checkpoints of this recipe) or "finished"."""
+
+    state: str
+    results: dict | None = None
+
+
+def phase_status(folder: str | Path, fingerprint: str, entries: dict, overwrite: bool) -> PhaseStatus:
+    """Decide what the phase does with its folder; raise RecipeChangedError naming the differing keys when the
+    folder was started or finished with another recipe (unless `overwrite`: then it is emptied)."""
+    from ..checkpoints import verify_recorded_digests
+
+    folder = Path(folder)
+    if overwrite and folder.is_dir():
+        clear_phase_folder(folder)
+    results_path, phase_path = folder / RESULTS_FILE, folder / PHASE_FILE
+    recorded = None
+    if results_path.is_file():
+        try:
+            results = json.loads(results_path.read_text())
+        except ValueError as error:
+            raise RecipeChangedError(
+                f"{results_path} is not valid JSON ({error}); `--overwrite_output_dir true` trains the phase afresh."
+            ) from None
+        recorded = results.get("recipe_fingerprint") or {}
+        if recorded.get("sha256") == fingerprint:
+            verify_recorded_digests(folder)  # a finished phase whose files changed is an error, not a rerun
+            return PhaseStatus("finished", results)
+        state = "finished"
+    elif phase_path.is_file():
+        recorded = json.loads(phase_path.read_text())
+        if recorded.get("sha256") == fingerprint:
+            return PhaseStatus("partial")
+        if not any(CHECKPOINT_PATTERN.match(p.name) for p in folder.glob("checkpoint-*")):
+            return PhaseStatus("new")  # started with another recipe but stopped before anything was saved
+        state = "partially trained"
+    elif any(CHECKPOINT_PATTERN.match(p.name) for p in folder.glob("checkpoint-*")):
+        raise RecipeChangedError(
+            f"{folder} holds Trainer checkpoints but no record of the recipe they were trained with; "
+            "`--overwrite_output_dir true` trains the phase afresh."
+        )
+    else:
+        return PhaseStatus("new")
+    raise RecipeChangedError(
+        f"The recipe differs from the one the {state} phase in {folder} was trained with:\n  "
+        f"{describe_changes(recorded.get('entries', {}), entries)}\nUse another output_dir, restore the recipe, or "
+        "pass `--overwrite_output_dir true` to train the phase afresh."
+    )
+
+
+def record_phase_start(folder: str | Path, fingerprint: str, entries: dict) -> None:
+    write_json_atomic(Path(folder) / PHASE_FILE, {"sha256": fingerprint, "entries": entries})
+
+
+@contextlib.contextmanager
+def open_phase(recipe, extra: dict | None = None) -> Iterator[tuple[PhaseStatus, dict]]:
+    """Hold the phase folder `recipe.training.output_dir` for one phase: lock it (main process only), decide
+    whether the phase is new, resumes or is finished (`phase_status`), and record the recipe it belongs to. Yields
+    the status and the recipe fingerprint ({"sha256", "entries"}) that results.json records."""
+    training = recipe.training
+    folder = Path(training.output_dir)
+    fingerprint, entries = recipe_fingerprint(recipe.to_dict(), {"world_size": training.world_size, **(extra or {})})
+    lock = PhaseLock(folder)
+    main = training.process_index == 0
+    try:
+        with training.main_process_first(desc="spt_hf phase folder"):  # the main process decides first
+            if main:
+                lock.acquire()
+            status = phase_status(folder, fingerprint, entries, overwrite=recipe.spt.overwrite_output_dir and main)
+            if main and status.state == "new":  # (again, if an earlier start saved nothing)
+                folder.mkdir(parents=True, exist_ok=True)
+                record_phase_start(folder, fingerprint, entries)
+        yield status, {"sha256": fingerprint, "entries": entries}
+    finally:
+        lock.release()
+
+
+def clear_phase_folder(folder: Path) -> None:
+    """Remove everything a phase wrote (checkpoints, model, results), keeping the lock."""
+    for path in folder.iterdir():
+        if path.name == LOCK_FILE:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Checkpoints: staged, given a manifest, renamed into place
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def tree_digests(folder: Path) -> dict[str, dict]:
+    """sha256 and size of every file under `folder` (relative paths), the manifest itself excepted."""
+    digests = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        name = str(path.relative_to(folder))
+        if name != MANIFEST_FILE:
+            digests[name] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+    return digests
+
+
+def commit_checkpoint(staging: Path, final: Path) -> None:
+    """Write the manifest of the staged checkpoint, then rename it to `final` (replacing a stale one)."""
+    write_json_atomic(staging / MANIFEST_FILE, {"files": tree_digests(staging)})
+    _fsync_tree(staging)
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(staging, final)
+
+
+def _fsync_tree(folder: Path) -> None:
+    for path in [*folder.rglob("*"), folder]:
+        if path.is_file() or path.is_dir():
+            try:
+                descriptor = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.fsync(descriptor)
+            except OSError:
+                pass
+            finally:
+                os.close(descriptor)
+
+
+def checkpoint_problem(folder: Path) -> str | None:
+    """Why `folder` is not a complete checkpoint (None if its manifest verifies)."""
+    manifest = folder / MANIFEST_FILE
+    if not manifest.is_file():
+        return f"no {MANIFEST_FILE} (the save did not complete)"
+    try:
+        recorded = json.loads(manifest.read_text())["files"]
+    except (OSError, ValueError, KeyError):
+        return f"{MANIFEST_FILE} is unreadable"
+    for name, entry in recorded.items():
+        path = folder / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != entry["bytes"]:
+            return f"{name} has {path.stat().st_size} bytes instead of {entry['bytes']} (truncated?)"
+        if sha256_file(path) != entry["sha256"]:
+            return f"{name} changed after it was written (sha256 differs)"
+    return None
+
+
+def latest_complete_checkpoint(run_dir: str | Path) -> str | None:
+    """The newest checkpoint of `run_dir` whose manifest verifies; each newer one skipped is reported with why."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return None
+    steps = sorted(
+        ((int(m.group(1)), p) for p in run_dir.iterdir() if (m := CHECKPOINT_PATTERN.match(p.name)) and p.is_dir()),
+        reverse=True,
+    )
+    skipped = []
+    for _, path in steps:
+        problem = checkpoint_problem(path)
+        if problem is None:
+            for name, why in skipped:
+                print(f"spt_hf: skipping {name}: {why}; resuming from {path.name}.")
+            return str(path)
+        skipped.append((path.name, problem))
+    for name, why in skipped:
+        print(f"spt_hf: skipping {name}: {why}; no complete checkpoint left, starting from step 0.")
+    return None
+
+
+def disk_full_error(error: BaseException, staging: Path, name: str, run_dir: Path) -> DiskFullError | None:
+    """A DiskFullError naming the folder and the space needed, if `error` (or its cause) is ENOSPC."""
+    current: BaseException | None = error
+    while current is not None:
+        if getattr(current, "errno", None) == errno.ENOSPC or "No space left" in str(current):
+            break
+        current = current.__cause__ or current.__context__
+    else:
+        return None
+    previous = [p for p in run_dir.glob("checkpoint-*") if CHECKPOINT_PATTERN.match(p.name)]
+    needed = max((sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) for p in previous), default=0)
+    free = shutil.disk_usage(run_dir).free
+    kept = ", ".join(sorted(p.name for p in previous)) or "none"
+    return DiskFullError(
+        errno.ENOSPC,
+        f"No space left on the device while writing {name} into {run_dir}: a checkpoint needs about "
+        f"{needed / 2**20:.0f} MiB and {free / 2**20:.0f} MiB are free. Free some space (or lower save_total_limit) "
+        f"and run the same command again: it resumes from the newest complete checkpoint ({kept}).",
+    )
