@@ -8,7 +8,6 @@ export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
 export TOKENIZERS_PARALLELISM ?= false
-export TRANSFORMERS_VERBOSITY ?= error
 
 .PHONY: demo test test-slow test-wheel lint format bench clean
 

@@ -1,4 +1,4 @@
-"""Checkpoint checks used between the SPT and finetuning phases."""
+"""Checkpoint checks used between the SPT and finetuning phases, and the atomic file writes every phase uses."""
 
 import hashlib
 import json
@@ -138,3 +138,35 @@ def write_directory_atomically(build, target: str | Path) -> None:
                 os.replace(path, target / path.name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_json_atomic(path: str | Path, payload: dict) -> None:
+    """Write JSON to a temporary file in the same folder, then rename: a crash never leaves half a file."""
+    write_text_atomic(path, json.dumps(payload, indent=2, default=str))
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write `text` to a temporary file beside `path`, then rename it; the file gets the umask's permissions."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(
+        "w", dir=path.parent, prefix=f".{path.name}.", delete=False, encoding="utf-8"
+    ) as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(f.name, 0o666 & ~current_umask())  # a temporary file is private (0600); results are not
+    os.replace(f.name, path)
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (/proc/self/status)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -171,7 +171,7 @@ def recipe_command(args, rest: list[str]) -> int:
     elif args.command == "finetune":
         pipeline.finetune(load_recipe(args.config, overrides, phase="finetune"))
     else:
-        from .training.results import report
+        from .training.report import report
 
         spt_path, finetune_path = recipe_pair(args.config, args.finetune_config)
         spt_recipe = load_recipe(spt_path, overrides, phase="spt")
@@ -198,7 +198,7 @@ def recipe_pair(config: str, finetune_config: str | None) -> tuple[str, str]:
 
 
 def report_command(args, rest) -> int:
-    from .training.results import report
+    from .training.report import report
 
     print(report(args.run_dirs, args.out))
     return 0

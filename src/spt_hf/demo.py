@@ -13,7 +13,7 @@ from pathlib import Path
 from .training import load_recipe
 from .training.arguments import RECIPES_DIR
 from .training.pipeline import run
-from .training.results import find_results, markdown_table, report
+from .training.report import comparison_rows, find_results, markdown_table, report
 
 
 def recipe_paths(architecture: str) -> tuple[Path, Path]:
@@ -43,9 +43,9 @@ def run_demo(
             spt_recipe = load_recipe(spt_path, keys, phase="spt")
             run(spt_recipe, load_recipe(finetune_path, keys, phase="finetune"), with_scratch=True)
     report([root])
-    table = markdown_table(find_results([root]))
+    table = markdown_table(comparison_rows(find_results([root])))
     minutes = (time.perf_counter() - start) / 60
     print(f"\nTest accuracy on digits (mean ± sd over seeds {list(seeds)}), {minutes:.1f} min:\n\n{table}\n")
     print(f"Checkpoints and results.json: {root}/<arch>/seed<k>/{{spt,finetune,scratch}}")
-    print(f"Report: {root}/report.md, {root}/learning_curves.png, {root}/scratch_vs_spt.png")
+    print(f"Report: {root}/report.md, {root}/learning_curves.png, {root}/test_metrics.png, {root}/results.csv")
     return table

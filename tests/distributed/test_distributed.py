@@ -74,8 +74,9 @@ def test_pipeline_trains_on_two_processes(tmp_path):
     start = time.perf_counter()
     result = launch(["-m", "spt_hf", "pretrain", "--config", "r.yaml"], cwd=tmp_path)
     seconds = time.perf_counter() - start
-    ranks = [line for line in result.stdout.splitlines() + result.stderr.splitlines() if "[spt_hf rank" in line]
-    assert any("rank 0/2 MULTI_CPU" in line for line in ranks) and any("rank 1/2 MULTI_CPU" in line for line in ranks)
+    ranks = [line for line in result.stdout.splitlines() + result.stderr.splitlines() if "spt_hf: spt on" in line]
+    assert any("process 0 of 2 (data parallel, MULTI_CPU)" in line for line in ranks)
+    assert any("process 1 of 2 (data parallel, MULTI_CPU)" in line for line in ranks)
     results = json.loads((tmp_path / "run" / "spt" / "results.json").read_text())
     assert results["budget"]["processes"] == 2 and results["budget"]["global_batch_size"] == 16
     assert sorted(p.name for p in (tmp_path / "run" / "spt").glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]

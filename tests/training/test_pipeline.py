@@ -12,7 +12,7 @@ from spt_hf.checkpoints import verify_backbone_transfer
 from spt_hf.cli import main as cli_main
 from spt_hf.training import load_recipe
 from spt_hf.training.pipeline import finetune, pretrain, run
-from spt_hf.training.results import report
+from spt_hf.training.report import report
 
 # Tiny architectures for the pipeline; S4 and DLR join by adding a line.
 ARCHITECTURES = {
@@ -100,7 +100,7 @@ def test_pretrain_finetune_report_end_to_end(arch, data, tmp_path):
     text = report([tmp_path / "run"])
     assert "| " + data["task"] in text
     assert (tmp_path / "run" / "learning_curves.png").stat().st_size > 0
-    assert (tmp_path / "run" / "scratch_vs_spt.png").stat().st_size > 0
+    assert (tmp_path / "run" / "test_metrics.png").stat().st_size > 0
 
 
 class KillAfter(TrainerCallback):

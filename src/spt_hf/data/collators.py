@@ -40,6 +40,9 @@ def pad_tokens(seqs: list[Any], pad_to_multiple_of: int | None = None) -> tuple[
     if not seqs:
         raise ValueError("cannot collate an empty batch")
     arrays = [np.asarray(s, dtype=np.int64).reshape(-1) for s in seqs]
+    empty = [i for i, a in enumerate(arrays) if a.shape[0] == 0]
+    if empty:
+        raise ValueError(f"example {empty[0]} of the batch has no tokens (length 0); every example needs one at least")
     length = _round_up(max(a.shape[0] for a in arrays), pad_to_multiple_of)
     ids = np.full((len(arrays), length), PAD_ID, dtype=np.int64)  # (B, L)
     mask = np.zeros((len(arrays), length), dtype=np.int64)  # (B, L)
@@ -66,6 +69,14 @@ def pad_values(
             a = a.reshape(-1, 1)  # (L_i, 1)
         if a.ndim != 2 or a.shape[1] != num_channels:
             raise ValueError(f"example {i}: input_values of shape {a.shape}, expected (L, {num_channels})")
+        if a.shape[0] == 0:
+            raise ValueError(f"example {i}: input_values is empty (length 0); every example needs one step at least")
+        if not np.isfinite(a).all():
+            bad = np.argwhere(~np.isfinite(a))[0]
+            raise ValueError(
+                f"example {i} of the batch: input_values holds {a[tuple(bad)]} at step {bad[0]}, channel {bad[1]} "
+                f"({int((~np.isfinite(a)).sum())} non-finite values); clean the data (a NaN would make every loss NaN)"
+            )
         arrays.append(a)  # (L_i, C)
     length = _round_up(max(a.shape[0] for a in arrays), pad_to_multiple_of)
     values = np.zeros((len(arrays), length, num_channels), dtype=np.float32)  # (B, L, C)

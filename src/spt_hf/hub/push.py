@@ -18,11 +18,10 @@ token is passed to the client only, never printed, logged, or written into a fil
 import contextlib
 import json
 import logging
-import os
 import shlex
-import tempfile
 from pathlib import Path
 
+from ..checkpoints import write_text_atomic
 from .cards import render_model_card, results_from_folder
 
 logger = logging.getLogger(__name__)
@@ -129,9 +128,7 @@ def write_model_card(folder: str | Path, repo_id: str | None = None) -> Path:
     folder = Path(folder)
     card = render_model_card(results_from_folder(folder), repo_id=repo_id, **related_results(folder))
     path = folder / CARD_FILE
-    with tempfile.NamedTemporaryFile("w", dir=folder, prefix=f".{CARD_FILE}.", delete=False, encoding="utf-8") as f:
-        f.write(str(card))
-    os.replace(f.name, path)
+    write_text_atomic(path, str(card))
     return path
 
 

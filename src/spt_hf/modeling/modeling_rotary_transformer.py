@@ -14,10 +14,13 @@ from transformers import GenerationMixin
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import logging
 
 from .configuration_rotary_transformer import RotaryTransformerConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBackbone, SPTPreTrainedModel
+
+logger = logging.get_logger(__name__)
 
 
 class RotaryTransformerRotaryEmbedding(nn.Module):
@@ -122,6 +125,34 @@ def to_blocks(x: torch.Tensor, window: int, key_blocks: int) -> torch.Tensor:
     size = key_blocks * window
     blocks = x.unfold(2, size, window)  # (B, nh, nb, D, size)
     return blocks.permute(0, 2, 1, 4, 3).reshape(batch * num_blocks, heads, size, dim)
+
+
+CPU_ATTENTION_FLOPS = 1e11  # what SDPA reaches on a 2-core CPU (about half the matmul peak): an optimistic rate
+
+
+def warn_if_full_attention_is_slow(config: RotaryTransformerConfig, hidden_states: torch.Tensor) -> None:
+    """On CPU, full attention over a long sequence can take many minutes per step: say so once, with the estimate,
+    and point at block-local attention (`attention_window`)."""
+    batch, length, hidden = hidden_states.shape
+    if hidden_states.device.type != "cpu" or length < 8192 or torch.compiler.is_compiling():
+        return
+    passes = 3 if torch.is_grad_enabled() else 1  # forward + backward costs about three forwards
+    flops = passes * 4 * batch * length**2 * hidden * config.num_hidden_layers  # QKᵀ and PV, every layer
+    seconds = flops / CPU_ATTENTION_FLOPS
+    scores_gib = batch * config.num_attention_heads * length**2 * hidden_states.element_size() / 2**30
+    eager = config._attn_implementation == "eager"
+    if seconds < 60 and not (eager and scores_gib > 4):
+        return
+    memory = (
+        f"; eager attention builds {scores_gib:.0f} GiB of scores per layer"
+        if eager
+        else f"; SDPA keeps memory linear in the length (eager attention would need {scores_gib:.0f} GiB per layer)"
+    )
+    logger.warning_once(
+        f"Full attention over {length} positions on CPU: about {seconds / 60:.0f} min per step at best "
+        f"({flops / 1e12:.0f} TFLOP){memory}. Block-local attention (`attention_window`, e.g. 512 or 1024) is linear "
+        "in the length."
+    )
 
 
 class RotaryTransformerAttention(nn.Module):
@@ -271,6 +302,7 @@ class RotaryTransformerModel(SequenceBackbone, RotaryTransformerPreTrainedModel)
                 )
             kwargs["attention_bias"] = visible
         else:
+            warn_if_full_attention_is_slow(self.config, hidden_states)
             make_mask = create_causal_mask if self.config.is_causal else create_bidirectional_mask
             kwargs["attention_bias"] = make_mask(
                 config=self.config, inputs_embeds=hidden_states, attention_mask=padding_mask, cache=None

@@ -161,6 +161,11 @@ def validate_inputs(
             )
         if input_ids is None or input_ids.dim() != 2:
             raise ValueError(f"Expected `input_ids` of shape (B, L); got {_shape(input_ids)}.")
+        if input_ids.is_floating_point() or input_ids.is_complex() or input_ids.dtype == torch.bool:
+            raise ValueError(
+                f"`input_ids` must hold integer token ids (torch.long), got dtype {input_ids.dtype}; convert with "
+                "`.long()` (values are ids, not features: continuous inputs go in `input_values`)."
+            )
         if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= config.vocab_size):
             raise ValueError(
                 f"`input_ids` hold ids in [{int(input_ids.min())}, {int(input_ids.max())}], outside the vocabulary "
@@ -177,7 +182,16 @@ def validate_inputs(
             raise ValueError(
                 f"Expected `input_values` of shape (B, L, {config.num_channels}); got {_shape(input_values)}."
             )
+        if not input_values.is_floating_point():
+            raise ValueError(
+                f"`input_values` must be floating point, got dtype {input_values.dtype}; convert with `.float()`."
+            )
         batch_length = tuple(input_values.shape[:2])
+    if 0 in batch_length:
+        raise ValueError(
+            f"The inputs are empty: (B, L) = {batch_length}. Every sequence needs at least one position (and the "
+            "batch at least one sequence)."
+        )
     if attention_mask is not None and tuple(attention_mask.shape) != batch_length:
         raise ValueError(
             f"`attention_mask` has shape {tuple(attention_mask.shape)} but the inputs have (B, L) = {batch_length}; "

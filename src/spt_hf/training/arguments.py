@@ -117,8 +117,12 @@ class SPTTrainingArguments(TrainingArguments):
     use_cpu: bool = field(default=False, metadata={"help": "Train on CPU even if a GPU is present."})
 
     def __post_init__(self):
+        import sys
+
         import torch
 
+        if self.disable_tqdm is None:  # progress bars where a person watches a terminal, not in logs
+            self.disable_tqdm = not sys.stderr.isatty()
         if not _has_accelerator(torch):
             # CPU-only machine: nothing to pin to, and accelerate treats a multi-process launch as CPU data
             # parallelism (gloo) only when asked to use the CPU.

@@ -20,6 +20,7 @@ from transformers import (
     AutoModelForSequenceClassification,
     set_seed,
 )
+from transformers.utils import logging as transformers_logging
 
 from .. import AutoModelForRetrieval
 from ..checkpoints import (
@@ -181,8 +182,21 @@ def _finetuning_model(recipe: Recipe, task: TaskData, folder: Path | None):
     if folder is None:
         return head_auto.from_config(model_config(recipe, task, **head_fields)), "scratch"
     _check_architecture(recipe, str(folder))
-    model = head_auto.from_pretrained(  # safetensors only: no pickled weights from user or Hub files
-        str(folder), trust_remote_code=recipe.model.trust_remote_code, use_safetensors=True, **head_fields
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()  # the expected head swap gets one line below, not a load report
+    try:
+        model, info = head_auto.from_pretrained(  # safetensors only: no pickled weights from user or Hub files
+            str(folder), trust_remote_code=recipe.model.trust_remote_code, use_safetensors=True,
+            output_loading_info=True, **head_fields,
+        )  # fmt: skip
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+    new = sorted({key.rsplit(".", 1)[0] for key in info["missing_keys"]})
+    dropped = sorted({key.rsplit(".", 1)[0] for key in info["unexpected_keys"]})
+    print(
+        f"spt_hf: {type(model).__name__} from {folder}: the backbone is loaded; new (initialised) head: "
+        f"{', '.join(new) or 'none'}; not used from the checkpoint: {', '.join(dropped) or 'nothing'}.",
+        flush=True,
     )
     if hasattr(model, "base_model_prefix") and any(folder.glob("*.safetensors")):
         verify_backbone_transfer(model, folder)  # every backbone tensor came from the checkpoint ...
@@ -234,11 +248,14 @@ def _write_phase_results(output_dir: str, results: dict) -> None:
 
 
 def _announce(phase: str, trainer: SPTTrainer, what: str) -> None:
-    """One line per process, so a distributed launch shows that every rank runs, and how."""
+    """One line per process, so a distributed launch shows that every process runs, and how."""
     args, kind = trainer.args, trainer.accelerator.distributed_type.value
-    if trainer.is_fsdp_enabled:
-        kind = f"FSDP on {kind}"
-    print(f"[spt_hf rank {args.process_index}/{args.world_size} {kind}] {phase}: {what}", flush=True)
+    if args.world_size == 1:
+        where = f"one process on {args.device.type} (no data parallelism)"
+    else:
+        how = f"FSDP, {kind}" if trainer.is_fsdp_enabled else f"data parallel, {kind}"
+        where = f"process {args.process_index} of {args.world_size} ({how})"
+    print(f"spt_hf: {phase} on {where}: {what}", flush=True)
 
 
 def in_phase_dir(recipe: Recipe, phase: str) -> Recipe:
@@ -248,25 +265,44 @@ def in_phase_dir(recipe: Recipe, phase: str) -> Recipe:
 
 
 def _phase_arguments(recipe: Recipe, metric: str, greater_is_better: bool):
-    """The recipe's TrainingArguments with the phase's model-selection metric (unless the recipe chose one)."""
-    training = recipe.training
+    """The recipe's TrainingArguments with the phase's model-selection metric (unless the recipe chose one). The
+    Trainer does not reload the best checkpoint itself: the phase evaluates the final model first, then the best
+    (`_train_and_evaluate`), and records both."""
+    changes = {"load_best_model_at_end": False}
     if not recipe.chosen_metric:
-        training = dataclasses.replace(training, metric_for_best_model=metric, greater_is_better=greater_is_better)
-    return training
+        changes.update(metric_for_best_model=metric, greater_is_better=greater_is_better)
+    return dataclasses.replace(recipe.training, **changes)
 
 
 def _train_and_evaluate(trainer: SPTTrainer, recipe, task: TaskData, phase: str, start: float, evaluation) -> dict:
-    """Train (resuming from the newest complete checkpoint), evaluate on `evaluation` ("validation", "test"),
-    export the model; the phase's results."""
+    """Train (resuming from the newest complete checkpoint), evaluate the final model and, when the recipe asks for
+    the best checkpoint (`load_best_model_at_end`), the best one, on `evaluation` ("validation", "test"); export the
+    selected model. The learning curve is kept as trained: these evaluations are recorded apart from it."""
     output_dir = recipe.training.output_dir
     resume = latest_complete_checkpoint(output_dir)
     if resume:
         print(f"spt_hf: resuming {phase} from {resume}", flush=True)
     train_output = trainer.train(resume_from_checkpoint=resume)
-    validation = trainer.evaluate(evaluation["validation"])
-    test = trainer.evaluate(evaluation["test"], metric_key_prefix="test")
+    curve = list(trainer.state.log_history)
+
+    def evaluate() -> dict:
+        return {
+            "validation": trainer.evaluate(evaluation["validation"]),
+            "test": trainer.evaluate(evaluation["test"], metric_key_prefix="test"),
+        }
+
+    evaluations = {"selected": "final", "final": evaluate()}
+    best = trainer.state.best_model_checkpoint
+    if recipe.training.load_best_model_at_end and best is not None:
+        if trainer.state.best_global_step != trainer.state.global_step:
+            trainer._load_best_model()
+            evaluations["best"] = evaluate()
+        else:
+            evaluations["best"] = evaluations["final"]
+        evaluations["selected"] = "best"
     export_model(trainer, output_dir)
-    return phase_results(phase, recipe, task, trainer, train_output, validation, test, time.perf_counter() - start)
+    wall = time.perf_counter() - start
+    return phase_results(phase, recipe, task, trainer, train_output, evaluations, curve, wall)
 
 
 def export_model(trainer: SPTTrainer, output_dir: str) -> None:

@@ -26,8 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..checkpoints import sha256_file
-from .results import RESULTS_FILE, write_json_atomic
+from ..checkpoints import sha256_file, write_json_atomic
+from .results import RESULTS_FILE
 
 LOCK_FILE = ".spt_hf.lock"
 PHASE_FILE = "spt_hf_phase.json"

@@ -26,6 +26,7 @@ class TaskData:
     spec: TaskSpec
     splits: datasets.DatasetDict
     data_dir: str | None
+    generated: dict | None = None  # the `generate_data` options the data was generated with, if it was
 
     def config_kwargs(self) -> dict:
         """Model-config fields fixed by the task, so SPT and finetuning agree on inputs (and special ids)."""
@@ -55,9 +56,9 @@ def load_task_data(recipe: Recipe) -> TaskData:
     options = dict(data.task_options)
     if data.max_length is not None:
         options["max_length"] = data.max_length
-    data_dir = data.data_dir
+    data_dir, generated = data.data_dir, None
     if data_dir is None and data.generate_data:
-        data_dir = str(generated_data_dir(data.task, data.generate_data))
+        data_dir, generated = str(generated_data_dir(data.task, data.generate_data)), dict(data.generate_data)
     elif data_dir is not None and not Path(data_dir).exists():
         raise FileNotFoundError(f"`data_dir` {data_dir} does not exist (task {data.task}).")
     splits = load_task(
@@ -70,7 +71,7 @@ def load_task_data(recipe: Recipe) -> TaskData:
         **options,
     )
     spec = fit_normalization(get_task_spec(data.task, **options), splits["train"])
-    return TaskData(spec, splits, data_dir)
+    return TaskData(spec, splits, data_dir, generated)
 
 
 def generated_data_dir(task: str, options: dict) -> Path:

@@ -1,0 +1,397 @@
+"""`spt-hf report`: the comparison that finished runs support, as tables, per-seed files and plots.
+
+Finetuning results (`finetune/` and `scratch/` phases) are grouped into rows: one row per task, architecture and
+recipe; runs whose recipes differ in nothing but the seed are the seeds of one row, and runs that differ in anything
+else (a learning rate, a model size, the SPT recipe they started from) are separate rows whose "variant" names the
+keys that differ. A row holds the scratch runs and the SPT + finetune runs, each with its budget.
+
+Outputs (into the report folder):
+- `report.md`: per (task, architecture) the scratch and SPT + finetune test metric (mean ± sd, n) with the steps of
+  each side; the paper-style table (rows architectures, columns tasks and their average, cells "scratch → SPT", the
+  best per column in bold); the Transformer–SSM gap before and after SPT.
+- `results.csv` and `results.json`: every run's numbers (one line per seed).
+- `learning_curves.png`: one panel per task, one colour per architecture, scratch dashed and SPT solid, the mean
+  over seeds with a band (min to max); x in optimiser steps, SPT steps included for compute-tied runs.
+- `test_metrics.png`: a dot per seed of each row's test metric, scratch and SPT + finetune side by side.
+"""
+
+import csv
+import json
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .results import RESULTS_FILE
+
+# Recipe entries that differ between the runs of one row without making them different experiments.
+NOT_A_VARIANT = ("training.seed", "model.model_name_or_path", "init.weights_sha256", "world_size")
+SSM_TYPES = ("spt_s4", "spt_dlr")
+
+
+@dataclass
+class Run:
+    """One finetuning run: its seed, test (and validation) metric, budget, learning curve and folder."""
+
+    kind: str  # "scratch" or "spt"
+    seed: int | None
+    metric: str
+    test: float | None
+    validation: float | None
+    steps: int
+    spt_steps: int
+    path: str
+    curve: list[tuple[int, float]] = field(default_factory=list)
+
+
+@dataclass
+class Row:
+    task: str
+    architecture: str
+    variant: str
+    metric: str
+    runs: list[Run] = field(default_factory=list)
+
+    def side(self, kind: str) -> list[Run]:
+        return [run for run in self.runs if run.kind == kind and run.test is not None]
+
+
+def find_results(paths: list[str | Path]) -> list[dict]:
+    """Every phase results.json under the given folders (run summaries skipped). A folder that does not exist is an
+    error; an unreadable file is reported and skipped."""
+    missing = [str(p) for p in paths if not Path(p).is_dir()]
+    if missing:
+        raise FileNotFoundError(f"No such run folder(s): {missing}; `spt-hf report` reads folders written by runs.")
+    found = []
+    for root in paths:
+        for path in sorted(Path(root).rglob(RESULTS_FILE)):
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError) as error:
+                print(f"spt_hf: skipping {path}: {error}")
+                continue
+            if "phase" in data:
+                data["_path"] = str(path)
+                found.append(data)
+    return found
+
+
+def architecture_name(result: dict) -> str:
+    """`s4`, `dlr`, `rotary_transformer`, `backbone (mamba)`: the model type without spt_hf's prefix."""
+    config = result.get("model_config", {})
+    name = result.get("model_type", "?").removeprefix("spt_")
+    backbone = (config.get("backbone_config") or {}).get("model_type") if isinstance(config, dict) else None
+    return f"{name} ({backbone})" if backbone else name
+
+
+def test_metric(result: dict) -> tuple[str, float | None, float | None]:
+    """(name, test value, validation value) of the model a finetuning phase selected (accuracy or R²)."""
+    metrics = result.get("metrics", {})
+    for name in ("accuracy", "r2"):
+        test = metrics.get("test", {}).get(f"test_{name}")
+        if test is not None:
+            return name, test, metrics.get("validation", {}).get(f"eval_{name}")
+    return "metric", None, None
+
+
+def _entries(result: dict) -> dict:
+    entries = dict((result.get("recipe_fingerprint") or {}).get("entries") or {})
+    if entries.get("spt.total_steps") is not None:
+        entries.pop("training.max_steps", None)  # compute-tied: each side gets its share of the same total
+    return {k: v for k, v in entries.items() if k not in NOT_A_VARIANT}
+
+
+def _spt_results(result: dict) -> dict | None:
+    source = (result.get("init") or {}).get("model_name_or_path")
+    path = Path(source or "", RESULTS_FILE)
+    return json.loads(path.read_text()) if source and path.is_file() else None
+
+
+def comparison_rows(results: list[dict]) -> list[Row]:
+    """Group finetuning results into rows (see the module docstring)."""
+    groups: dict[tuple, dict] = {}
+    for result in results:
+        if result.get("phase") not in ("finetune", "scratch"):
+            continue
+        name, test, validation = test_metric(result)
+        spt = _spt_results(result) if result["phase"] == "finetune" else None
+        key = (result["task"], architecture_name(result), json.dumps(_entries(result), sort_keys=True, default=str))
+        spt_key = json.dumps(_entries(spt), sort_keys=True, default=str) if spt else None
+        group = groups.setdefault(key, {"metric": name, "entries": _entries(result), "spt": defaultdict(list)})
+        run = Run(
+            kind="spt" if result["phase"] == "finetune" else "scratch",
+            seed=(result.get("recipe") or {}).get("training", {}).get("seed"),
+            metric=name,
+            test=test,
+            validation=validation,
+            steps=result["budget"]["steps"],
+            spt_steps=spt["budget"]["steps"] if spt else 0,
+            path=str(Path(result["_path"]).parent),
+            curve=learning_curve(result, f"eval_{name}"),
+        )
+        group["spt"][spt_key].append(run)
+    return _split_variants(groups)
+
+
+def _split_variants(groups: dict) -> list[Row]:
+    """One row per group and SPT recipe; `variant` names what differs from the other rows of its task and
+    architecture."""
+    rows: list[tuple[Row, dict]] = []
+    for (task, arch, _), group in groups.items():
+        scratch = group["spt"].pop(None, [])
+        spt_variants = group["spt"] or {None: []}
+        for spt_key, spt_runs in spt_variants.items():
+            entries = dict(group["entries"])
+            if spt_key is not None:  # the SPT recipe's own settings, where they are not the finetuning recipe's
+                spt_entries = json.loads(spt_key).items()
+                entries.update({f"SPT {k}": v for k, v in spt_entries if entries.get(k, object()) != v})
+            rows.append((Row(task, arch, "", group["metric"], scratch + spt_runs), entries))
+    by_arch = defaultdict(list)
+    for row, entries in rows:
+        by_arch[(row.task, row.architecture)].append((row, entries))
+    for siblings in by_arch.values():
+        if len(siblings) > 1:
+            keys = sorted(set().union(*(e.keys() for _, e in siblings)), key=lambda k: (k.startswith("SPT "), k))
+            varying = [k for k in keys if len({json.dumps(e.get(k), default=str) for _, e in siblings}) > 1]
+            for row, entries in siblings:
+                row.variant = ", ".join(f"{_short(k)}={entries.get(k)}" for k in varying[:4])
+    return sorted((row for row, _ in rows), key=lambda r: (r.task, r.architecture, r.variant))
+
+
+def _short(key: str) -> str:
+    """`training.learning_rate` -> `learning_rate`; `SPT spt.mask_rate` -> `SPT mask_rate`."""
+    prefix, _, name = key.rpartition(" ")
+    return f"{prefix} {name.rsplit('.', 1)[-1]}".strip()
+
+
+def learning_curve(result: dict, key: str) -> list[tuple[int, float]]:
+    """(step, validation metric) as trained: the evaluations during training, not the selected checkpoint's."""
+    return [(e["step"], e[key]) for e in result.get("learning_curve", []) if key in e]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Tables
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def mean_spread(values: list[float], scale: float = 100.0) -> str:
+    if not values:
+        return "—"
+    values = np.asarray(values) * scale
+    spread = f" ± {values.std(ddof=1):.1f}" if len(values) > 1 else ""
+    return f"{values.mean():.1f}{spread} (n={len(values)})"
+
+
+def _scale(metric: str) -> float:
+    return 100.0 if metric == "accuracy" else 1.0
+
+
+def _budget(runs: list[Run], spt: bool) -> str:
+    if not runs:
+        return "—"
+    steps = sorted({r.steps for r in runs})
+    text = "/".join(map(str, steps))
+    if spt:
+        spt_steps = sorted({r.spt_steps for r in runs})
+        text = f"{'/'.join(map(str, spt_steps))} + {text}"
+    return text
+
+
+def markdown_table(rows: list[Row]) -> str:
+    """Per task and architecture: scratch, SPT + finetune, the gain, and each side's steps."""
+    lines = [
+        "| task | architecture | variant | metric | scratch | scratch steps | SPT + finetune | SPT + finetune steps "
+        "| SPT − scratch |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        scale = _scale(row.metric)
+        scratch, spt = [r.test for r in row.side("scratch")], [r.test for r in row.side("spt")]
+        gain = f"{(np.mean(spt) - np.mean(scratch)) * scale:+.1f}" if scratch and spt else "—"
+        lines.append(
+            f"| {row.task} | {row.architecture} | {row.variant or '—'} | {row.metric} | {mean_spread(scratch, scale)}"
+            f" | {_budget(row.side('scratch'), False)} | {mean_spread(spt, scale)} | {_budget(row.side('spt'), True)}"
+            f" | {gain} |"
+        )
+    return "\n".join(lines)
+
+
+def _cell_means(rows: list[Row]) -> dict[tuple[str, str], dict[str, float]]:
+    means: dict = {}
+    for row in rows:
+        label = row.architecture + (f" [{row.variant}]" if row.variant else "")
+        scale = _scale(row.metric)
+        means[(label, row.task)] = {
+            kind: float(np.mean([r.test for r in row.side(kind)]) * scale) for kind in ("scratch", "spt")
+            if row.side(kind)
+        }  # fmt: skip
+        means[(label, row.task)]["_n"] = {kind: len(row.side(kind)) for kind in ("scratch", "spt")}
+    return means
+
+
+def paper_table(rows: list[Row]) -> str:
+    """Rows architectures, columns tasks and the average: "scratch → SPT + finetune" means, the best per column
+    (after SPT) in bold."""
+    means = _cell_means(rows)
+    archs = sorted({a for a, _ in means})
+    tasks = sorted({t for _, t in means})
+    best = {t: max((means[(a, t)].get("spt", -np.inf) for a in archs if (a, t) in means), default=None) for t in tasks}
+    lines = ["| architecture | " + " | ".join(tasks) + " | average |", "|---" * (len(tasks) + 2) + "|"]
+    for arch in archs:
+        cells, averages = [], {"scratch": [], "spt": []}
+        for task in tasks:
+            cell = means.get((arch, task), {})
+            for kind in ("scratch", "spt"):
+                if kind in cell:
+                    averages[kind].append(cell[kind])
+            text = " → ".join(f"{cell[k]:.1f}" if k in cell else "—" for k in ("scratch", "spt"))
+            if "spt" in cell and best[task] is not None and cell["spt"] == best[task]:
+                text = f"**{text}**"
+            cells.append(text)
+        complete = {k: v for k, v in averages.items() if len(v) == len(tasks)}
+        average = " → ".join(f"{np.mean(complete[k]):.1f}" if k in complete else "—" for k in ("scratch", "spt"))
+        lines.append(f"| {arch} | " + " | ".join(cells) + f" | {average} |")
+    return "\n".join(lines)
+
+
+def transformer_ssm_gap(rows: list[Row]) -> str:
+    """Per task, the best SSM minus the Transformer, before and after SPT (in metric points)."""
+    means = _cell_means(rows)
+    lines = []
+    for task in sorted({t for _, t in means}):
+        transformer = means.get(("rotary_transformer", task))
+        ssms = [means[(a, task)] for a, t in means if t == task and f"spt_{a}" in SSM_TYPES]
+        if not transformer or not ssms:
+            continue
+        parts = []
+        for kind, label in (("scratch", "from scratch"), ("spt", "after SPT")):
+            values = [s[kind] for s in ssms if kind in s]
+            if kind in transformer and values:
+                parts.append(f"{label} {max(values) - transformer[kind]:+.1f}")
+        if parts:
+            lines.append(f"- {task}: best SSM − Transformer: " + ", ".join(parts))
+    return "\n".join(lines) or "- (needs a Transformer and an SSM row on the same task)"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Files and plots
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def write_per_seed(rows: list[Row], out: Path) -> list[Path]:
+    records = [
+        {"task": row.task, "architecture": row.architecture, "variant": row.variant, **asdict(run)}
+        for row in rows
+        for run in row.runs
+    ]
+    (out / "results.json").write_text(json.dumps(records, indent=2))
+    with open(out / "results.csv", "w", newline="") as handle:
+        columns = ["task", "architecture", "variant", "kind", "seed", "metric", "test", "validation", "steps",
+                   "spt_steps", "path"]  # fmt: skip
+        writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(records)
+    return [out / "results.csv", out / "results.json"]
+
+
+def _mean_curve(runs: list[Run]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Steps (SPT steps added) and the mean, min and max over seeds at the steps every seed evaluated."""
+    curves = [dict(run.curve) for run in runs if run.curve]
+    if not curves:
+        return None
+    steps = sorted(set.intersection(*(set(c) for c in curves)))
+    if not steps:
+        return None
+    values = np.array([[c[s] for s in steps] for c in curves])  # (seeds, steps)
+    offset = runs[0].spt_steps if runs[0].kind == "spt" else 0
+    return np.array(steps) + offset, values.mean(0), values.min(0), values.max(0)
+
+
+def plot_learning_curves(rows: list[Row], out: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = sorted({row.task for row in rows})
+    fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(5.5 * max(1, len(tasks)), 4.2), squeeze=False)
+    colours = plt.get_cmap("tab10")
+    labels = sorted({row.architecture + (f" [{row.variant}]" if row.variant else "") for row in rows})
+    for ax, task in zip(axes[0], tasks):
+        for row in (r for r in rows if r.task == task):
+            label = row.architecture + (f" [{row.variant}]" if row.variant else "")
+            colour = colours(labels.index(label) % 10)
+            for kind, style, text in (("scratch", "--", "scratch"), ("spt", "-", "SPT + finetune")):
+                curve = _mean_curve(row.side(kind))
+                if curve is None:
+                    continue
+                steps, mean, low, high = curve
+                ax.plot(steps, mean * _scale(row.metric), style, color=colour, label=f"{label}, {text}")
+                ax.fill_between(steps, low * _scale(row.metric), high * _scale(row.metric), color=colour, alpha=0.15)
+        metric = next(r.metric for r in rows if r.task == task)
+        ax.set_title(f"{task}: validation {metric} (mean over seeds, band min-max)", fontsize=10)
+        ax.set_xlabel("optimiser steps (SPT steps included on the SPT side)")
+        ax.set_ylabel(f"validation {metric}" + (" (%)" if metric == "accuracy" else ""))
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    path = out / "learning_curves.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_test_metrics(rows: list[Row], out: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(rows) + 2), 4.2))
+    for index, row in enumerate(rows):
+        for offset, kind, colour, text in ((-0.15, "scratch", "tab:grey", "scratch"),
+                                           (0.15, "spt", "tab:blue", "SPT + finetune")):  # fmt: skip
+            values = [r.test * _scale(row.metric) for r in row.side(kind)]
+            if not values:
+                continue
+            jitter = np.linspace(-0.05, 0.05, len(values)) if len(values) > 1 else [0.0]
+            ax.scatter(index + offset + np.asarray(jitter), values, color=colour, s=28, zorder=3,
+                       label=text if index == 0 else None)  # fmt: skip
+            ax.hlines(np.mean(values), index + offset - 0.1, index + offset + 0.1, color=colour, lw=2)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([f"{r.task}\n{r.architecture}\n{r.variant}".strip() for r in rows], fontsize=8)
+    metrics = sorted({r.metric for r in rows})
+    ax.set_ylabel("test " + "/".join(metrics) + (" (%)" if metrics == ["accuracy"] else ""))
+    ax.set_title("Test metric per seed (dots) and mean (bar)", fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    if rows:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out / "test_metrics.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def report(paths: list[str | Path], out_dir: str | Path | None = None) -> str:
+    """Write report.md, the per-seed files and the plots for the runs under `paths`; return the Markdown text."""
+    results = find_results(paths)
+    rows = comparison_rows(results)
+    out = Path(out_dir or paths[0])
+    out.mkdir(parents=True, exist_ok=True)
+    text = (
+        f"# spt_hf report\n\n{len(results)} phase result(s) from {', '.join(map(str, paths))}; test metric of the "
+        "model each run selected on validation (accuracy in %, or R²); steps are optimiser steps, SPT steps + "
+        "finetuning steps on the SPT side.\n\n"
+        f"{markdown_table(rows)}\n\n## Architectures × tasks (scratch → SPT + finetune)\n\n{paper_table(rows)}\n\n"
+        f"## Transformer–SSM gap\n\n{transformer_ssm_gap(rows)}\n"
+    )
+    files = write_per_seed(rows, out)
+    if rows:
+        files += [plot_learning_curves(rows, out), plot_test_metrics(rows, out)]
+        text += "".join(f"\n![{p.stem}]({p.name})" for p in files if p.suffix == ".png")
+    (out / "report.md").write_text(text + "\n")
+    print(f"spt_hf: report written to {out / 'report.md'} (with {', '.join(p.name for p in files)})", flush=True)
+    return text
