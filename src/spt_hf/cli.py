@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--commit-message", help="the commit message (default: phase and steps)")
 
     generate = command("generate-data", generate_command, "write ListOps / Pathfinder / PathX data in the LRA layout")
-    add_generate_arguments(generate)
+    add_generate_arguments(generate, common)
 
     recipes = command("recipes", recipes_command, "list the recipes shipped with spt_hf, or print one's path")
     recipes.add_argument(
@@ -117,14 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
+def add_generate_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     from .data.generators import PATHFINDER_FLOATS, PATHFINDER_RESOLUTIONS
 
     tasks = parser.add_subparsers(dest="task", required=True, metavar="TASK")
     defaults = argparse.ArgumentDefaultsHelpFormatter
 
     def task(name: str, text: str) -> argparse.ArgumentParser:
-        sub = tasks.add_parser(name, help=text, formatter_class=defaults)
+        sub = tasks.add_parser(name, help=text, formatter_class=defaults, parents=[common])
         sub.add_argument("--out", required=True, help="output folder (created if missing)")
         sub.add_argument("--num-train", type=int, required=True, help="training examples")
         sub.add_argument("--num-val", type=int, required=True, help="validation examples")

@@ -12,6 +12,7 @@ from spt_hf.data import (
     PAD_ID,
     CausalSPTCollator,
     ClassificationCollator,
+    DataFormatError,
     MaskedSPTCollator,
     get_task_spec,
     num_masked,
@@ -127,3 +128,52 @@ def test_worker_streams_differ_per_worker_and_epoch() -> None:
                                          multiprocessing_context="fork")  # fmt: skip
     epochs = [[tuple(b["labels"][0].tolist()) for b in loader] for _ in range(2)]
     assert len(set(epochs[0])) == 4 and set(epochs[0]) != set(epochs[1])
+
+
+def test_8_bit_storage_gives_the_same_batches_as_float32_values():
+    """The cache stores 8-bit sources flat as uint8; the collator's batches equal those of float32 (L, C) values."""
+    spec = get_task_spec("pathfinder")
+    rng = np.random.default_rng(0)
+    pixels = [rng.integers(0, 256, (n, 1)) for n in (1024, 900, 1000)]
+    as_float = [{"input_values": p.astype(np.float32), "spt_epoch": 0, "spt_index": i} for i, p in enumerate(pixels)]
+    stored = [spec.encode({"input_values": p.astype(np.float32)}, "test") for p in pixels]
+    assert all(s["input_values"].dtype == np.uint8 and s["input_values"].ndim == 1 for s in stored)
+    as_uint8 = [{**s, "spt_epoch": 0, "spt_index": i} for i, s in enumerate(stored)]
+    for collator in (MaskedSPTCollator(spec, seed=3), ClassificationCollator(spec)):
+        a = collator([{**e, "label": 1} for e in as_float])
+        b = collator([{**e, "label": 1} for e in as_uint8])
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_8_bit_storage_refuses_values_it_would_change():
+    spec = get_task_spec("pathfinder")
+    for bad in (np.full((4, 1), 256.0), np.full((4, 1), -1.0), np.full((4, 1), 0.5)):
+        with pytest.raises(DataFormatError, match="not 8-bit integers"):
+            spec.encode({"input_values": bad}, "item 3")
+
+
+def test_non_finite_input_values_are_refused_naming_the_example():
+    spec = get_task_spec("scifar")
+    examples = [{"input_values": np.zeros((5, 3), np.float32), "label": 0} for _ in range(3)]
+    examples[1]["input_values"][2, 1] = np.nan
+    with pytest.raises(ValueError, match=r"example 1 of the batch: input_values holds nan at step 2, channel 1"):
+        ClassificationCollator(spec)(examples)
+
+
+def test_indexed_masks_are_a_pure_function_of_seed_epoch_and_example():
+    """Whatever was read before, in whatever batch, by whichever process: the same example at the same epoch gets
+    the same mask; another epoch, another mask."""
+    examples = _token_examples([30, 40, 50, 60])
+    collator = MaskedSPTCollator(LISTOPS, seed=7)
+
+    def read(indices, epoch):
+        batch = [{**examples[i], "spt_epoch": epoch, "spt_index": i} for i in indices]
+        return {i: row for i, row in zip(indices, collator(batch)["labels"])}
+
+    first = read([0, 1, 2, 3], epoch=0)
+    collator([{**examples[0], "spt_epoch": 9, "spt_index": 0}])  # reads in between change nothing
+    again = read([3, 1], epoch=0)
+    assert all(torch.equal(first[i][: len(examples[i]["input_ids"])], again[i][: len(examples[i]["input_ids"])])
+               for i in (1, 3))  # fmt: skip
+    later = read([1], epoch=1)
+    assert not torch.equal(first[1], later[1])

@@ -74,12 +74,12 @@ def test_cifar_grey_and_rgb(tmp_path: Path) -> None:
         load_task("image", data_dir=tmp_path)
     grey = load_task("image", data_dir=tmp_path, validation_from="test")
     assert {k: len(v) for k, v in grey.items()} == {"train": 30, "validation": 30, "test": 30}
-    test = np.stack(grey["test"].with_format("numpy")["input_values"])  # (N, 1024, 1)
+    test = np.stack(grey["test"]["input_values"])  # (N, L·C): stored flat, 8-bit values as uint8
     luma = arrays @ np.array([0.299, 0.587, 0.114])  # ITU-R 601
-    assert test.shape == (30, 1024, 1) and np.abs(test[..., 0] - luma.reshape(30, 1024)).max() <= 1.0
+    assert test.shape == (30, 1024) and test.dtype == np.uint8 and np.abs(test - luma.reshape(30, 1024)).max() <= 1.0
     rgb = load_task("scifar", data_dir=tmp_path, validation_from="test")
-    values = np.stack(rgb["test"].with_format("numpy")["input_values"])  # (N, 1024, 3)
-    assert np.array_equal(values, arrays.reshape(30, 1024, 3).astype(np.float32))
+    values = np.stack(rgb["test"]["input_values"]).reshape(30, 1024, 3)  # step-major: (N, L, C)
+    assert np.array_equal(values, arrays.reshape(30, 1024, 3))
     assert get_task_spec("scifar").num_channels == 3 and get_task_spec("image").validation_size == 5000
 
 
@@ -104,8 +104,9 @@ def test_speech_commands_copy(tmp_path: Path) -> None:
         ds.to_parquet(str(tmp_path / "v0.02" / f"{split}-00000-of-00001.parquet"))
     ds = load_task("speech_commands", data_dir=tmp_path)
     assert len(ds["train"]) == 5 and ds["train"]["label"] == [0, 1, 2, 3, 4]  # _silence_ dropped
-    x = np.asarray(ds["test"].with_format("numpy")[2]["input_values"])
-    assert x.shape == (16000, 1) and np.allclose(x[:12000, 0], clip, atol=1e-4) and not x[12000:].any()
+    x = ds["test"][2]["input_values"]
+    assert x.shape == (16000,) and x.dtype == np.float32 and np.allclose(x[:12000], clip, atol=1e-4)
+    assert not x[12000:].any()
     assert ds["train"].features["label"].num_classes == 35
 
 

@@ -49,7 +49,7 @@ def test_generated_folder_loads_with_requested_sizes(generated: Path) -> None:
     assert {k: len(v) for k, v in ds.items()} == {"train": 40, "validation": 5, "test": 5}
     x = ds["train"][0]["input_values"]
     assert isinstance(x, np.ndarray) and isinstance(ds["train"][0]["label"], int)
-    assert x.shape == (1024, 1) and x.dtype == np.float32 and x.max() == 255.0  # raw intensities
+    assert x.shape == (1024,) and x.dtype == np.uint8 and x.max() == 255  # raw intensities, as stored
     labels = ds["train"]["label"]
     assert 0 < sum(labels) < len(labels)
 
@@ -108,7 +108,7 @@ def test_pathx_resolution_and_contour_level(tmp_path: Path) -> None:
     assert params.marker_radius == 3.0 and params.seed_distance == 20.0
     write_pathfinder_splits(tmp_path, 2, 1, 1, params, seed=0)
     ds = load_task("pathx", data_dir=tmp_path, contour_length=9)
-    assert len(ds["train"]) == 2 and np.asarray(ds["test"].with_format("numpy")[0]["input_values"]).shape == (16384, 1)
+    assert len(ds["train"]) == 2 and ds["test"][0]["input_values"].shape == (16384,)
     assert get_task_spec("pathx").max_length == 16384 and get_task_spec("pathx256").max_length == 65536
 
 

@@ -41,7 +41,7 @@ def test_bidmc_ts_files_load_as_raw_regression(tmp_path: Path) -> None:
     ds = load_task("bidmc", data_dir=tmp_path)
     assert {k: len(v) for k, v in ds.items()} == {"train": 27, "validation": 3, "test": 8}
     full = load_task("bidmc", data_dir=tmp_path, validation_from="test")
-    x = np.asarray(full["train"].with_format("numpy")[0]["input_values"])
+    x = full["train"][0]["input_values"].reshape(-1, 2)  # stored flat, step-major
     assert x.shape == (40, 2) and np.allclose(x, train[0].T, atol=1e-4)  # raw, (L, C)
     spec = get_task_spec("bidmc")
     assert spec.is_regression and spec.metric == "r2" and spec.normalization is None
@@ -74,6 +74,6 @@ def test_ts_errors_name_file_and_line(tmp_path: Path) -> None:
 def test_aeon_bundled_regression_sets() -> None:
     ds = load_task("bidmc", dataset_name="Covid3Month")
     assert {k: len(v) for k, v in ds.items()} == {"train": 126, "validation": 14, "test": 61}
-    assert np.asarray(ds["test"].with_format("numpy")[0]["input_values"]).shape == (84, 1)
+    assert ds["test"][0]["input_values"].shape == (84,)
     two = load_task("bidmc", data_dir=aeon_data_dir(), dataset_name="CardanoSentiment")
-    assert len(two["test"]) == 33 and np.asarray(two["test"].with_format("numpy")[0]["input_values"]).shape == (24, 2)
+    assert len(two["test"]) == 33 and two["test"][0]["input_values"].shape == (48,)

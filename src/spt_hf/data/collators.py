@@ -40,9 +40,6 @@ def pad_tokens(seqs: list[Any], pad_to_multiple_of: int | None = None) -> tuple[
     if not seqs:
         raise ValueError("cannot collate an empty batch")
     arrays = [np.asarray(s, dtype=np.int64).reshape(-1) for s in seqs]
-    empty = [i for i, a in enumerate(arrays) if a.shape[0] == 0]
-    if empty:
-        raise ValueError(f"example {empty[0]} of the batch has no tokens (length 0); every example needs one at least")
     length = _round_up(max(a.shape[0] for a in arrays), pad_to_multiple_of)
     ids = np.full((len(arrays), length), PAD_ID, dtype=np.int64)  # (B, L)
     mask = np.zeros((len(arrays), length), dtype=np.int64)  # (B, L)
@@ -57,20 +54,21 @@ def pad_values(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-pad raw continuous sequences with zeros: values (B, L, C) float32 and ``attention_mask`` (B, L).
 
-    Each sequence is (L_i, C), or (L_i,) when C = 1; any other shape raises (reshaping an (L, 3) image into
-    3L steps of one channel would silently train on the wrong sequence).
+    Each sequence is (L_i, C), or flat (L_i·C,) in step-major order as the task cache stores it (any dtype, uint8
+    for 8-bit sources); a flat length that is not a multiple of C, or any other shape, raises.
     """
     if not seqs:
         raise ValueError("cannot collate an empty batch")
     arrays = []
     for i, s in enumerate(seqs):
         a = np.asarray(s, dtype=np.float32)
-        if a.ndim == 1 and num_channels == 1:
-            a = a.reshape(-1, 1)  # (L_i, 1)
+        if a.ndim == 1 and a.shape[0] % num_channels == 0:
+            a = a.reshape(-1, num_channels)  # (L_i, C) from the cache's flat step-major values
         if a.ndim != 2 or a.shape[1] != num_channels:
-            raise ValueError(f"example {i}: input_values of shape {a.shape}, expected (L, {num_channels})")
-        if a.shape[0] == 0:
-            raise ValueError(f"example {i}: input_values is empty (length 0); every example needs one step at least")
+            raise ValueError(
+                f"example {i}: input_values of shape {a.shape}, expected (L, {num_channels}) or L·{num_channels} "
+                "flat values"
+            )
         if not np.isfinite(a).all():
             bad = np.argwhere(~np.isfinite(a))[0]
             raise ValueError(

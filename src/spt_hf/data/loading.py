@@ -22,7 +22,7 @@ import numpy as np
 from .spec import DataFormatError, Source, TaskSpec
 from .tasks import get_task_spec
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: continuous values stored flat, 8-bit sources as uint8
 VALIDATION_FROM = ("train", "test")
 
 
@@ -53,16 +53,19 @@ def _generate(gen: Any, spec: TaskSpec, build_dir: Path, fingerprint: str, what:
 
     def checked() -> Any:
         empty = True
-        for example in gen():
+        for index, example in enumerate(gen()):
             empty = False
-            yield example
+            yield spec.encode(example, f"{spec.name}: {what}, example {index}")
         if empty:
             raise DataFormatError(f"{spec.name}: {what} holds no examples")
 
+    # Rows are held as Python objects until a batch is written: about 4M values per batch bounds that memory.
+    rows_per_batch = max(16, min(1000, (1 << 22) // (spec.max_length * spec.num_channels)))
     try:
         return datasets.Dataset.from_generator(
-            checked, features=spec.features(), cache_dir=str(build_dir), fingerprint=fingerprint
-        )
+            checked, features=spec.features(), cache_dir=str(build_dir), fingerprint=fingerprint,
+            writer_batch_size=rows_per_batch,
+        )  # fmt: skip
     except datasets.exceptions.DatasetGenerationError as err:
         if err.__cause__ is not None:
             raise err.__cause__ from None
@@ -196,12 +199,15 @@ def load_task(
 
     Returns:
         Token tasks have ``input_ids`` (python lists; ``input_ids_2`` too for retrieval) and ``label``;
-        continuous tasks ``input_values`` (raw values as float32 numpy arrays of shape (L, C)) and ``label``.
+        continuous tasks ``input_values`` (the raw values as a numpy array of L·C values in step-major order, in
+        the task's ``storage_dtype``: ``reshape(-1, C)`` gives (L, C)) and ``label``. The splits are memory-mapped
+        Arrow files: loading reads nothing into memory.
     """
     spec = get_task_spec(name, **options)
     raw = build_cached(spec, spec.locate(data_dir), cache_dir)
     splits = make_splits(raw, spec, validation_from=validation_from, split_seed=split_seed)
     splits = subsample_train(splits, num_train_examples, train_fraction, seed)
     if spec.input_kind == "continuous":  # (L, C) arrays: ~10x faster to collate than nested python lists
-        splits = splits.with_format("numpy", columns=["input_values"], output_all_columns=True)
+        storage = np.dtype(spec.storage_dtype)  # numpy formatting would widen uint8 to int64 otherwise
+        splits = splits.with_format("numpy", columns=["input_values"], output_all_columns=True, dtype=storage)
     return splits

@@ -24,6 +24,7 @@ INPUT_KINDS = ("tokens", "continuous")
 PROBLEM_TYPES = ("single_label_classification", "regression")
 POOLINGS = ("mean", "last", "max", "first")
 SPT_TARGETS = ("tokens", "values", "levels")
+STORAGE_DTYPES = ("float32", "uint8")
 # options of ``load_task`` that are not task options (``get_task_spec`` accepts and ignores them)
 LOAD_OPTIONS = ("cache_dir", "split_seed", "validation_from", "num_train_examples", "train_fraction", "seed")
 
@@ -98,8 +99,9 @@ class TaskSpec:
 
     Args:
         name: the task name used by ``load_task``.
-        input_kind: ``"tokens"`` (``input_ids`` over ``vocab``) or ``"continuous"`` (``input_values`` of shape
-            ``(L, num_channels)``, raw signal values).
+        input_kind: ``"tokens"`` (``input_ids`` over ``vocab``) or ``"continuous"`` (``input_values``: the raw
+            signal values of L steps and ``num_channels`` channels, stored flat in step-major order, L·C values;
+            ``reshape(-1, num_channels)`` gives (L, C)).
         max_length: the longest sequence the task produces (token sequences are truncated to it at load time,
             counting the end token when ``append_eos``).
         num_labels: number of classes, 1 for regression.
@@ -120,6 +122,8 @@ class TaskSpec:
             when the source has no validation split.
         split_sizes: train/validation/test fractions (or counts, when they sum to more than 1) of a source that
             comes as one pool (Pathfinder 80/10/10, digits 500/400/897).
+        storage_dtype: how the cache stores continuous values: ``"uint8"`` for 8-bit sources (pixels, 4x smaller
+            than float32 and exact), ``"float32"`` otherwise. The collators turn both into the same float32 batches.
     """
 
     name: str = ""
@@ -139,6 +143,7 @@ class TaskSpec:
     append_eos: bool = False
     validation_size: float = 0.1
     split_sizes: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    storage_dtype: str = "float32"
 
     OPTIONS: ClassVar[tuple[str, ...]] = ("max_length",)
 
@@ -148,6 +153,7 @@ class TaskSpec:
             ("problem_type", PROBLEM_TYPES),
             ("pooling", POOLINGS),
             ("spt_target", SPT_TARGETS),
+            ("storage_dtype", STORAGE_DTYPES),
         ]
         for field, allowed in checks:
             if getattr(self, field) not in allowed:
@@ -202,8 +208,22 @@ class TaskSpec:
             if self.paired:
                 cols["input_ids_2"] = datasets.List(datasets.Value("int32"))
         else:
-            cols = {"input_values": datasets.Array2D(shape=(None, self.num_channels), dtype="float32")}
+            cols = {"input_values": datasets.List(datasets.Value(self.storage_dtype))}  # L·C values, step-major
         return datasets.Features({**cols, "label": label})
+
+    def encode(self, example: dict[str, Any], where: str) -> dict[str, Any]:
+        """An example of a reader, (L, C) values for continuous inputs, in the cache's storage: flat, in
+        ``storage_dtype``; 8-bit storage refuses values that are not integers in [0, 255] (it would change them)."""
+        if self.input_kind != "continuous":
+            return example
+        values = np.asarray(example["input_values"])
+        if values.ndim != 2 or values.shape[1] != self.num_channels:
+            raise DataFormatError(f"{where}: values of shape {values.shape}, expected (L, {self.num_channels})")
+        if self.storage_dtype == "uint8":
+            if values.size and (values.min() < 0 or values.max() > 255 or not np.array_equal(values, np.round(values))):
+                raise DataFormatError(f"{where}: values are not 8-bit integers (0-255) as task {self.name!r} stores")
+            return {**example, "input_values": values.astype(np.uint8).reshape(-1)}
+        return {**example, "input_values": values.astype(np.float32).reshape(-1)}
 
     def model_config_kwargs(self) -> dict[str, Any]:
         """Fields a model config needs so pretraining and finetuning agree on inputs and heads."""
@@ -240,8 +260,8 @@ def fit_normalization(spec: TaskSpec, train: datasets.Dataset, batch_size: int =
     total_sq = np.zeros(spec.num_channels)  # (C,)
     count = 0
     for batch in train.with_format("numpy").iter(batch_size=batch_size):
-        for values in batch["input_values"]:  # (L, C)
-            values = np.asarray(values, dtype=np.float64)
+        for values in batch["input_values"]:  # L·C values, step-major
+            values = np.asarray(values, dtype=np.float64).reshape(-1, spec.num_channels)  # (L, C)
             total += values.sum(0)
             total_sq += (values**2).sum(0)
             count += values.shape[0]

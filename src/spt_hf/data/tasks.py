@@ -179,6 +179,7 @@ class ImageTask(TaskSpec):
     normalization: Normalization | None = CIFAR_GREY
     num_quantized_levels: int | None = 256
     spt_target: str = "values"
+    storage_dtype: str = "uint8"
     validation_size: float = 5000
     hub_id: str = "uoft-cs/cifar10"
     OPTIONS: ClassVar[tuple[str, ...]] = ("hub_id",)
@@ -233,6 +234,7 @@ class PathfinderTask(TaskSpec):
     normalization: Normalization | None = PIXELS_TO_UNIT
     num_quantized_levels: int | None = 256
     spt_target: str = "levels"
+    storage_dtype: str = "uint8"
     OPTIONS: ClassVar[tuple[str, ...]] = ("contour_length", "resolution")
 
     def __post_init__(self) -> None:
@@ -387,6 +389,7 @@ class DigitsTask(TaskSpec):
                 spt_target="values",
                 normalization=DIGITS_TO_UNIT,
                 num_quantized_levels=DIGITS_NUM_LEVELS,
+                storage_dtype="uint8",
             )
         return cls(**options)
 
@@ -412,6 +415,7 @@ class FashionMnistTask(TaskSpec):
     normalization: Normalization | None = FASHION_MNIST
     num_quantized_levels: int | None = 256
     spt_target: str = "values"
+    storage_dtype: str = "uint8"
     validation_size: float = 1 / 12  # 5,000 of 60,000
     train_size: int | None = None
     test_size: int | None = None

@@ -1,0 +1,143 @@
+"""Data at scale: the task cache on disk, building and loading it, and reading batches through the SPT collator.
+
+For each task it builds the cache with `load_task` (its own process: peak RSS of the build), loads it again (peak
+RSS, anonymous vs file-backed: memory-mapped Arrow pages are file-backed and reclaimable), and collates batches of
+masked SPT. The reference is the format spt_hf used before (continuous values as an `Array2D` of float32, (L, C) per
+example), written from the same examples in the same run: its size on disk, its load and its collation, and a check
+that both give bit-identical batches.
+
+    python benchmarks/bench_data.py                                      # fashion_mnist (Image-sized, L = 1024)
+    python benchmarks/bench_data.py --tasks pathx --data-dir pathx=data/pathx   # generated PathX (L = 16384)
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROBE = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from common import status_mib
+def memory():
+    fields = {}
+    for line in open("/proc/self/status"):
+        key, _, value = line.partition(":")
+        if key in ("VmHWM", "RssAnon", "RssFile"):
+            fields[key] = int(value.split()[0]) / 1024
+    return fields
+import hashlib, datasets, numpy as np, torch
+from spt_hf.data import MaskedSPTCollator, fit_normalization, get_task_spec, load_task
+task, data_dir, mode, reference, batches = sys.argv[2], sys.argv[3] or None, sys.argv[4], sys.argv[5], int(sys.argv[6])
+before = memory()
+start = time.perf_counter()
+if mode == "reference":
+    train = datasets.load_from_disk(reference).with_format("numpy", columns=["input_values"], output_all_columns=True)
+else:
+    train = load_task(task, data_dir)["train"]
+load_s = time.perf_counter() - start
+loaded = memory()
+spec = fit_normalization(get_task_spec(task), train)
+collate = MaskedSPTCollator(spec, seed=0)
+n = min(len(train), 32 * batches) // 32 * 32
+start = time.perf_counter()
+digest = hashlib.sha256()
+for i in range(0, n, 32):
+    batch = collate([{**train[j], "spt_epoch": 0, "spt_index": j} for j in range(i, i + 32)])
+    for key in ("input_values", "mask_positions", "labels", "attention_mask"):
+        digest.update(batch[key].numpy().tobytes())
+collate_s = time.perf_counter() - start
+end = memory()
+print(json.dumps({"load_s": load_s, "rss_anon_mib_loaded": loaded["RssAnon"] - before["RssAnon"],
+                  "rss_file_mib_loaded": loaded["RssFile"] - before["RssFile"], "peak_mib": end["VmHWM"],
+                  "peak_over_start_mib": end["VmHWM"] - before["VmHWM"], "examples_per_s": n / collate_s,
+                  "batches_digest": digest.hexdigest(), "examples": n}))
+"""
+
+BUILD_REFERENCE = r"""
+import sys, datasets, numpy as np
+from spt_hf.data import get_task_spec, load_task
+task, data_dir, out = sys.argv[1], sys.argv[2] or None, sys.argv[3]
+spec = get_task_spec(task)
+train = load_task(task, data_dir)["train"]
+features = datasets.Features({"input_values": datasets.Array2D(shape=(None, spec.num_channels), dtype="float32"),
+                              "label": train.features["label"]})
+def rows():
+    for row in train.with_format("numpy", columns=["input_values"], output_all_columns=True):
+        yield {"input_values": row["input_values"].astype(np.float32).reshape(-1, spec.num_channels),
+               "label": row["label"]}
+datasets.Dataset.from_generator(rows, features=features, cache_dir=out + ".build").save_to_disk(out)
+"""
+
+
+def run(code: list[str], env: dict) -> tuple[dict | None, float, float]:
+    """Run a probe; its JSON line, its wall time and its own peak RSS (MiB, from /usr/bin/time-like wait4)."""
+    start = time.perf_counter()
+    process = subprocess.Popen([sys.executable, *code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=env)  # fmt: skip
+    _, status, usage = os.wait4(process.pid, 0)
+    out, err = process.stdout.read(), process.stderr.read()
+    if status != 0:
+        raise RuntimeError(f"{code[:3]} failed:\n{err[-3000:]}")
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    return (json.loads(lines[-1]) if lines else None), time.perf_counter() - start, usage.ru_maxrss / 1024
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def bench_task(task: str, data_dir: str, batches: int, root: Path) -> dict:
+    here = str(Path(__file__).resolve().parent)
+    cache = root / f"cache-{task}"
+    env = {**os.environ, "SPT_HF_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    _, build_s, build_peak = run(["-c", PROBE, here, task, data_dir, "ours", "", str(batches)], env)  # builds
+    ours, _, _ = run(["-c", PROBE, here, task, data_dir, "ours", "", str(batches)], env)
+    reference_dir = root / f"reference-{task}"
+    run(["-c", BUILD_REFERENCE, task, data_dir, str(reference_dir)], env)
+    reference, _, _ = run(["-c", PROBE, here, task, data_dir, "reference", str(reference_dir), str(batches)], env)
+    train_cache = next(p for p in cache.rglob("train") if p.is_dir())
+    row = {
+        "task": task,
+        "build_s": round(build_s, 1),
+        "build_peak_rss_mib": round(build_peak),
+        "cache_train_mib": round(folder_bytes(train_cache) / 2**20, 1),
+        "reference_train_mib": round(folder_bytes(reference_dir) / 2**20, 1),
+        "ours": ours,
+        "reference": reference,
+        "identical_batches": ours["batches_digest"] == reference["batches_digest"],
+    }
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=["fashion_mnist"])
+    parser.add_argument("--data-dir", nargs="*", default=[], help="TASK=FOLDER pairs (generated PathX, ...)")
+    parser.add_argument("--batches", type=int, default=50, help="batches of 32 collated per measurement")
+    args = parser.parse_args()
+    folders = dict(item.split("=", 1) for item in args.data_dir)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench_data-") as tmp:
+        for task in args.tasks:
+            rows.append(bench_task(task, folders.get(task, ""), args.batches, Path(tmp)))
+    print(
+        "\n| task | train cache MiB (ours / float32 Array2D) | build peak RSS MiB | loaded: anon / file MiB "
+        "(ours) | loaded: anon / file MiB (reference) | examples/s collated (ours / reference) | identical batches |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        o, ref = r["ours"], r["reference"]
+        print(f"| {r['task']} | {r['cache_train_mib']} / {r['reference_train_mib']} | {r['build_peak_rss_mib']} | "
+              f"{o['rss_anon_mib_loaded']:.0f} / {o['rss_file_mib_loaded']:.0f} | "
+              f"{ref['rss_anon_mib_loaded']:.0f} / {ref['rss_file_mib_loaded']:.0f} | "
+              f"{o['examples_per_s']:.0f} / {ref['examples_per_s']:.0f} | {r['identical_batches']} |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
