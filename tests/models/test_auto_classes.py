@@ -161,3 +161,30 @@ def test_remote_folder_missing_its_modeling_file_names_it(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")}
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     assert result.returncode != 0 and "heads.py" in result.stderr.splitlines()[-1]
+
+
+def test_float_ids_and_empty_inputs_are_refused_clearly():
+    token_model = AutoModel.from_config(tiny())
+    continuous_model = AutoModel.from_config(make_config(TINY_CONFIGS[0], "continuous"))
+    ids = make_inputs(token_model.config)["input_ids"]
+    with pytest.raises(ValueError, match=r"`input_ids` must hold integer token ids .* got dtype torch.float32"):
+        token_model(input_ids=ids.float())
+    with pytest.raises(ValueError, match=r"The inputs are empty: \(B, L\) = \(3, 0\)"):
+        token_model(input_ids=ids[:, :0])
+    with pytest.raises(ValueError, match=r"`input_values` must be floating point"):
+        continuous_model(input_values=torch.ones(2, 4, 3, dtype=torch.long))
+
+
+def test_full_attention_over_a_long_cpu_sequence_warns_with_the_estimate(caplog):
+    from spt_hf.modeling.modeling_rotary_transformer import warn_if_full_attention_is_slow
+
+    config = tiny(hidden_size=128, num_hidden_layers=4)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.enable_propagation()
+    try:
+        with caplog.at_level("WARNING"):
+            warn_if_full_attention_is_slow(config, torch.empty(1, 65536, 128))
+    finally:
+        hf_logging.disable_propagation()
+    assert "min per step" in caplog.text and "attention_window" in caplog.text

@@ -165,6 +165,9 @@ def test_a_finished_phase_is_left_alone(tmp_path, capsys):
     assert out.count("is finished") == 2 and "nothing to do" in out
     after = {p.name: p.stat().st_mtime_ns for p in phase.rglob("*") if p.is_file()}
     assert after == before, "a finished phase must not be written to"
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (phase / "results.json").stat().st_mode & 0o777 == 0o666 & ~mask  # not the 0600 of a temporary file
     assert sorted(p.name for p in phase.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
 
 
