@@ -263,7 +263,7 @@ def test_step_equals_forward(kind, dtype):
     length = L_MAX + 9  # NPLR: past the stored length too
     u = torch.randn(3, length, H, dtype=dtype)
     state = mixer.init_state(3, u.device, dtype)
-    assert all(not s.is_complex() for s in state)
+    assert all(not s.is_complex() for s in state.tensors)
     outputs = []
     for t in range(length):
         out, state = mixer.step(u[:, t], state)

@@ -30,14 +30,16 @@ class MaskedBatchNorm(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         if self.training:
-            flat = hidden_states.reshape(-1, hidden_states.shape[-1]).float()  # (B*L, H)
-            if padding_mask is not None:
-                flat = flat[padding_mask.reshape(-1)]  # (n_real, H)
+            flat64 = hidden_states.reshape(-1, hidden_states.shape[-1]).double()  # (B*L, H)
+            if padding_mask is None:
+                real = flat64.new_ones(flat64.shape[0], 1)  # (B*L, 1)
+            else:
+                real = padding_mask.reshape(-1, 1).to(flat64.dtype)  # (B*L, 1): masked sums, no data-dependent shape
             # Sums over real positions; under data parallelism they are summed over all processes (as
             # SyncBatchNorm does), so statistics and gradients equal those of one process on the global batch.
             # float64 sums: the statistics do not depend on how the batch is split across processes.
-            flat64 = flat.double()
-            stats = torch.cat([flat64.sum(0), flat64.pow(2).sum(0), flat64.new_full((1,), flat.shape[0])])  # (2H+1,)
+            weighted = flat64 * real  # (B*L, H)
+            stats = torch.cat([weighted.sum(0), (weighted * flat64).sum(0), real.sum(0)])  # (2H+1,)
             if torch.distributed.is_available() and torch.distributed.is_initialized():
                 stats = torch.distributed.nn.functional.all_reduce(stats)
             hidden = hidden_states.shape[-1]
@@ -95,11 +97,17 @@ class SequenceEmbeddings(nn.Module):
         input_ids: torch.Tensor | None = None,
         input_values: torch.Tensor | None = None,
         mask_positions: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        if self.config.is_token_input:
+        """(B, L, H) from tokens, continuous values, or `inputs_embeds` given instead of the embedding lookup or
+        projection (the mask vector still replaces `mask_positions`)."""
+        if inputs_embeds is not None:
+            hidden_states = inputs_embeds  # (B, L, H)
+        elif self.config.is_token_input:
             return self.word_embeddings(input_ids)  # (B, L, H)
-        hidden_states = self.input_projection(input_values)  # (B, L, H)
-        if mask_positions is not None:
+        else:
+            hidden_states = self.input_projection(input_values)  # (B, L, H)
+        if mask_positions is not None and not self.config.is_token_input:
             mask = mask_positions.unsqueeze(-1).to(torch.bool)  # (B, L, 1)
             hidden_states = torch.where(mask, self.mask_embedding.to(hidden_states.dtype), hidden_states)
         return hidden_states
@@ -130,13 +138,17 @@ class ResidualBlock(nn.Module):
             hidden_states = self.norm(hidden_states, padding_mask)
         if padding_mask is not None:
             hidden_states = hidden_states * padding_mask.unsqueeze(-1).to(hidden_states.dtype)
-        hidden_states = residual + self.dropout(self.mixer(hidden_states, attention_mask=padding_mask, **mixer_kwargs))
+        mixed = self.mixer(hidden_states, attention_mask=padding_mask, **mixer_kwargs)
+        weights = None
+        if isinstance(mixed, tuple):  # attention mixers asked for `output_attentions` also return their weights
+            mixed, weights = mixed
+        hidden_states = residual + self.dropout(mixed)
         if not self.prenorm:
             hidden_states = self.norm(hidden_states, padding_mask)
-        return hidden_states
+        return hidden_states, weights
 
-    def init_state(self, batch_size: int, device, dtype) -> tuple | None:
-        """Recurrent state of the mixer for generation; None for position-wise mixers (feed-forward)."""
+    def init_state(self, batch_size: int, device, dtype):
+        """The mixer's `MixerState` for generation; None for position-wise mixers (feed-forward)."""
         if hasattr(self.mixer, "step"):
             return self.mixer.init_state(batch_size, device, dtype)
         return None
@@ -167,9 +179,12 @@ class SequenceLayer(GradientCheckpointingLayer):
         self.blocks = nn.ModuleList(ResidualBlock(config, cls(config, layer_idx)) for cls in mixer_classes)
 
     def forward(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None = None, **mixer_kwargs):
+        """(B, L, H) -> (B, L, H), and the attention weights of its attention block (None for other mixers)."""
+        attentions = None
         for block in self.blocks:
-            hidden_states = block(hidden_states, padding_mask, **mixer_kwargs)
-        return hidden_states
+            hidden_states, weights = block(hidden_states, padding_mask, **mixer_kwargs)
+            attentions = weights if weights is not None else attentions
+        return hidden_states, attentions
 
     def init_state(self, batch_size: int, device, dtype) -> list:
         return [block.init_state(batch_size, device, dtype) for block in self.blocks]

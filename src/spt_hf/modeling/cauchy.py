@@ -48,62 +48,100 @@ def _resolvent(mu_re: Tensor, mu_im: Tensor, grid: list[Tensor], work: Tensor, o
     return out
 
 
-class _PairedCauchy(torch.autograd.Function):
-    """U[m, h, k] = Σ_n (α[h, m, n] c_k + i β[h, m, n] s_k) R[h, n, k] as (M, 2, H, F): real and imaginary planes.
+# The paired Cauchy sums as two custom operators (forward, backward): torch.compile and torch.export treat each as one
+# opaque operation instead of tracing the chunked, in-place kernels. A checkpoint's remote code registers the same
+# operators; where spt_hf's own copy already did in this process, that registration is used.
 
-    Computed chunk by chunk (features x frequencies) as G = [α; β] @ [Re R | Im R]: the (H, N/2, F) Cauchy matrix is
-    never materialised, and the backward recomputes each chunk instead of saving it.
-    """
 
-    @staticmethod
-    def forward(ctx, coef: Tensor, mu_re: Tensor, mu_im: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-        hidden, rows, half = coef.shape  # rows = 2M: α rows then β rows
-        grid = [cos * cos, -sin * sin, sin * cos]
-        out = coef.new_empty(rows // 2, 2, hidden, cos.shape[0])  # (M, 2, H, F)
-        work = _Workspace(coef, _cauchy_chunks(hidden, half, cos.shape[0], coef.device), half)
-        for hs, fs, r in work.resolvents(mu_re, mu_im, grid):
-            g = torch.bmm(coef[hs], r, out=work.buffer("g", rows, 2))  # (h, 2M, 2f): [αRe R, αIm R; βRe R, βIm R]
-            f, c, s = fs.stop - fs.start, cos[fs], sin[fs]
-            u_re, u_im = out[:, 0, hs, fs].transpose(0, 1), out[:, 1, hs, fs].transpose(0, 1)  # (h, M, f)
-            torch.mul(g[:, : rows // 2, :f], c, out=u_re).addcmul_(g[:, rows // 2 :, f:], s, value=-1.0)
-            torch.mul(g[:, : rows // 2, f:], c, out=u_im).addcmul_(g[:, rows // 2 :, :f], s)
-        ctx.save_for_backward(coef, mu_re, mu_im, cos, sin)
-        return out
+def _cauchy_forward(coef: Tensor, mu_re: Tensor, mu_im: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    hidden, rows, half = coef.shape  # rows = 2M: α rows then β rows
+    grid = [cos * cos, -sin * sin, sin * cos]
+    out = coef.new_empty(rows // 2, 2, hidden, cos.shape[0])  # (M, 2, H, F)
+    work = _Workspace(coef, _cauchy_chunks(hidden, half, cos.shape[0], coef.device), half)
+    for hs, fs, r in work.resolvents(mu_re, mu_im, grid):
+        g = torch.bmm(coef[hs], r, out=work.buffer("g", rows, 2))  # (h, 2M, 2f): [αRe R, αIm R; βRe R, βIm R]
+        f, c, s = fs.stop - fs.start, cos[fs], sin[fs]
+        u_re, u_im = out[:, 0, hs, fs].transpose(0, 1), out[:, 1, hs, fs].transpose(0, 1)  # (h, M, f)
+        torch.mul(g[:, : rows // 2, :f], c, out=u_re).addcmul_(g[:, rows // 2 :, f:], s, value=-1.0)
+        torch.mul(g[:, : rows // 2, f:], c, out=u_im).addcmul_(g[:, rows // 2 :, :f], s)
+    return out
 
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: Tensor):
+
+def _cauchy_backward(
+    grad: Tensor, coef: Tensor, mu_re: Tensor, mu_im: Tensor, cos: Tensor, sin: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    hidden, rows, half = coef.shape
+    grid = [cos * cos, -sin * sin, sin * cos]
+    cos2_x2, sincos_x2 = 2 * grid[0], 2 * grid[2]
+    grad_coef, s1, s2 = torch.zeros_like(coef), torch.zeros_like(mu_re), torch.zeros_like(mu_re)
+    work = _Workspace(coef, _cauchy_chunks(hidden, half, cos.shape[0], coef.device), half)
+    m = rows // 2
+    for hs, fs, r in work.resolvents(mu_re, mu_im, grid):
+        f, c, s = fs.stop - fs.start, cos[fs], sin[fs]
+        gu_re, gu_im = grad[:, 0, hs, fs].transpose(0, 1), grad[:, 1, hs, fs].transpose(0, 1)  # (h, M, f)
+        g = work.buffer("g", rows, 2)  # ∂L/∂G (h, 2M, 2f)
+        torch.mul(gu_re, c, out=g[:, :m, :f])
+        torch.mul(gu_im, c, out=g[:, :m, f:])
+        torch.mul(gu_im, s, out=g[:, m:, :f])
+        torch.mul(gu_re, -s, out=g[:, m:, f:])
+        grad_coef[hs].baddbmm_(g, r.transpose(1, 2))  # (h, 2M, N/2)
+        sq = work.buffer("square", half, 2)  # [Re R² | Im R² / 2]
+        torch.mul(r[..., :f], r[..., :f], out=sq[..., :f]).addcmul_(r[..., f:], r[..., f:], value=-1.0)
+        torch.mul(r[..., :f], r[..., f:], out=sq[..., f:])
+        # ∂L/∂D' = -(∂L/∂R) conj(R²), ∂L/∂R = coefᵀ g: its sums over k weighted by c² (real part) and by s·c
+        # (imaginary part) are coef-weighted columns of one matmul of the weighted g with R²
+        weighted = work.buffer("weighted", 2 * rows, 2)  # (h, 4M, 2f)
+        torch.mul(g[..., :f], grid[0][fs], out=weighted[:, :rows, :f])
+        torch.mul(g[..., f:], cos2_x2[fs], out=weighted[:, :rows, f:])
+        torch.mul(g[..., f:], grid[2][fs], out=weighted[:, rows:, :f])
+        torch.mul(g[..., :f], -sincos_x2[fs], out=weighted[:, rows:, f:])
+        z = torch.bmm(weighted, sq.transpose(1, 2))  # (h, 4M, N/2)
+        s1[hs].sub_((coef[hs] * z[:, :rows]).sum(1))  # Σ_k c_k² ∂L/∂Re D'
+        s2[hs].sub_((coef[hs] * z[:, rows:]).sum(1))  # Σ_k s_k c_k ∂L/∂Im D'
+    # D' = |μ|²c² - s² - 2i Re(μ) s c  =>  ∂D'/∂Re μ = (2 Re μ c², -2 s c), ∂D'/∂Im μ = (2 Im μ c², 0)
+    return grad_coef, 2 * mu_re * s1 - 2 * s2, 2 * mu_im * s1
+
+
+def _define_operators():
+    namespace = torch.ops.spt_hf_v1
+    if hasattr(namespace, "paired_cauchy"):  # registered by another copy of this file (remote code and spt_hf)
+        return namespace.paired_cauchy, namespace.paired_cauchy_backward
+
+    @torch.library.custom_op("spt_hf_v1::paired_cauchy", mutates_args=())
+    def forward(coef: Tensor, mu_re: Tensor, mu_im: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        """U[m, h, k] = Σ_n (α[h, m, n] c_k + i β[h, m, n] s_k) R[h, n, k] as (M, 2, H, F): real and imaginary
+        planes, computed chunk by chunk (features x frequencies) as G = [α; β] @ [Re R | Im R]: the (H, N/2, F)
+        Cauchy matrix is never materialised."""
+        return _cauchy_forward(coef, mu_re, mu_im, cos, sin)
+
+    @forward.register_fake
+    def _(coef, mu_re, mu_im, cos, sin):
+        return coef.new_empty(coef.shape[1] // 2, 2, coef.shape[0], cos.shape[0])
+
+    @torch.library.custom_op("spt_hf_v1::paired_cauchy_backward", mutates_args=())
+    def backward(
+        grad: Tensor, coef: Tensor, mu_re: Tensor, mu_im: Tensor, cos: Tensor, sin: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Gradients of `paired_cauchy` with respect to coef, Re μ and Im μ; each chunk is recomputed, not saved."""
+        return _cauchy_backward(grad.contiguous(), coef, mu_re, mu_im, cos, sin)
+
+    @backward.register_fake
+    def _(grad, coef, mu_re, mu_im, cos, sin):
+        return torch.empty_like(coef), torch.empty_like(mu_re), torch.empty_like(mu_im)
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    def autograd_backward(ctx, grad):
         coef, mu_re, mu_im, cos, sin = ctx.saved_tensors
-        hidden, rows, half = coef.shape
-        grid = [cos * cos, -sin * sin, sin * cos]
-        cos2_x2, sincos_x2 = 2 * grid[0], 2 * grid[2]
-        grad_coef, s1, s2 = torch.zeros_like(coef), torch.zeros_like(mu_re), torch.zeros_like(mu_re)
-        work = _Workspace(coef, _cauchy_chunks(hidden, half, cos.shape[0], coef.device), half)
-        m = rows // 2
-        for hs, fs, r in work.resolvents(mu_re, mu_im, grid):
-            f, c, s = fs.stop - fs.start, cos[fs], sin[fs]
-            gu_re, gu_im = grad[:, 0, hs, fs].transpose(0, 1), grad[:, 1, hs, fs].transpose(0, 1)  # (h, M, f)
-            g = work.buffer("g", rows, 2)  # ∂L/∂G (h, 2M, 2f)
-            torch.mul(gu_re, c, out=g[:, :m, :f])
-            torch.mul(gu_im, c, out=g[:, :m, f:])
-            torch.mul(gu_im, s, out=g[:, m:, :f])
-            torch.mul(gu_re, -s, out=g[:, m:, f:])
-            grad_coef[hs].baddbmm_(g, r.transpose(1, 2))  # (h, 2M, N/2)
-            sq = work.buffer("square", half, 2)  # [Re R² | Im R² / 2]
-            torch.mul(r[..., :f], r[..., :f], out=sq[..., :f]).addcmul_(r[..., f:], r[..., f:], value=-1.0)
-            torch.mul(r[..., :f], r[..., f:], out=sq[..., f:])
-            # ∂L/∂D' = -(∂L/∂R) conj(R²), ∂L/∂R = coefᵀ g: its sums over k weighted by c² (real part) and by s·c
-            # (imaginary part) are coef-weighted columns of one matmul of the weighted g with R²
-            weighted = work.buffer("weighted", 2 * rows, 2)  # (h, 4M, 2f)
-            torch.mul(g[..., :f], grid[0][fs], out=weighted[:, :rows, :f])
-            torch.mul(g[..., f:], cos2_x2[fs], out=weighted[:, :rows, f:])
-            torch.mul(g[..., f:], grid[2][fs], out=weighted[:, rows:, :f])
-            torch.mul(g[..., :f], -sincos_x2[fs], out=weighted[:, rows:, f:])
-            z = torch.bmm(weighted, sq.transpose(1, 2))  # (h, 4M, N/2)
-            s1[hs].sub_((coef[hs] * z[:, :rows]).sum(1))  # Σ_k c_k² ∂L/∂Re D'
-            s2[hs].sub_((coef[hs] * z[:, rows:]).sum(1))  # Σ_k s_k c_k ∂L/∂Im D'
-        # D' = |μ|²c² - s² - 2i Re(μ) s c  =>  ∂D'/∂Re μ = (2 Re μ c², -2 s c), ∂D'/∂Im μ = (2 Im μ c², 0)
-        return grad_coef, 2 * mu_re * s1 - 2 * s2, 2 * mu_im * s1, None, None
+        grads = backward(grad, coef, mu_re, mu_im, cos, sin)
+        return *grads, None, None
+
+    forward.register_autograd(autograd_backward, setup_context=setup_context)
+    return forward, backward
+
+
+paired_cauchy_planes, paired_cauchy_planes_backward = _define_operators()
 
 
 class _Workspace:
@@ -141,5 +179,5 @@ def paired_cauchy(coef: Tensor, mu: Tensor, length: int) -> list[tuple[Tensor, T
     """
     angle = math.pi * torch.arange(length // 2 + 1, device=coef.device, dtype=torch.float64) / length  # θ_k / 2
     cos, sin = angle.cos().to(coef.dtype), angle.sin().to(coef.dtype)
-    planes = _PairedCauchy.apply(coef, mu.real.contiguous(), mu.imag.contiguous(), cos, sin)  # (M, 2, H, F)
+    planes = paired_cauchy_planes(coef, mu.real.contiguous(), mu.imag.contiguous(), cos, sin)  # (M, 2, H, F)
     return [tuple(u.unbind(0)) for u in planes.unbind(0)]

@@ -1,5 +1,7 @@
 """Configuration of the spt_hf Transformer (rotary positions by default, absolute sinusoidal as an option)."""
 
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
 from .configuration_sequence import SequenceModelConfig, check_choice
 
 POSITION_EMBEDDING_TYPES = ("rotary", "absolute")
@@ -22,8 +24,11 @@ class RotaryTransformerConfig(SequenceModelConfig):
             positions added to the input embedding, as in the LRA configs; computed for any length).
         rope_parameters (`dict`, *optional*):
             RoPE settings in transformers' format; defaults to `{"rope_type": "default", "rope_theta": 10000.0}`.
+            Every RoPE type of transformers works (`linear`, `dynamic`, `yarn`, `longrope`, `llama3`, ... with their
+            parameters, e.g. `{"rope_type": "dynamic", "factor": 2.0}`), validated as transformers validates them.
         max_position_embeddings (`int`, *optional*, defaults to 16384):
-            Longest sequence the rotary tables are prepared for (longer inputs still work).
+            The length the model is meant for: the scaled RoPE types start rescaling their frequencies beyond it
+            (longer inputs always work).
         attention_window (`int`, *optional*):
             Block-local attention for long sequences (PathX): the sequence is cut into blocks of this size and each
             query sees its own block and one block on each side (causal mode: only up to itself). `None` = full
@@ -54,6 +59,15 @@ class RotaryTransformerConfig(SequenceModelConfig):
         if self.rope_parameters is None:
             self.rope_parameters = {"rope_type": "default", "rope_theta": 10000.0}
         super().__post_init__(**kwargs)
+        if self.position_embedding_type == "rotary":
+            self.standardize_rope_params()
+            rope_type = self.rope_parameters.get("rope_type", "default")
+            if rope_type != "default" and rope_type not in ROPE_INIT_FUNCTIONS:
+                raise ValueError(
+                    f"`rope_parameters` has rope_type={rope_type!r}, which transformers does not define; expected "
+                    f"one of {['default', *sorted(ROPE_INIT_FUNCTIONS)]}."
+                )
+            self.validate_rope()
         if self.num_attention_heads <= 0 or self.hidden_size % self.num_attention_heads != 0:
             raise ValueError(
                 f"`num_attention_heads`={self.num_attention_heads} must be positive and divide "

@@ -85,7 +85,8 @@ class SequenceModelConfig(PreTrainedConfig):
         pad_token_id / mask_token_id / bos_token_id / eos_token_id (`int`, *optional*):
             Special token ids of token vocabularies; spt_hf vocabularies use pad 0, mask 1, eos 2.
         tie_word_embeddings (`bool`, *optional*, defaults to `False`):
-            Tie the token LM head to the input embedding.
+            Share one matrix between the token LM head and the input embedding (after init, loading and resizing).
+            The paper does not tie them; token inputs only.
     """
 
     vocab_size: int | None = None
@@ -137,6 +138,11 @@ class SequenceModelConfig(PreTrainedConfig):
         check_choice("classifier_type", self.classifier_type, CLASSIFIER_TYPES)
         check_choice("norm_type", self.norm_type, NORM_TYPES)
         check_choice("continuous_loss", self.continuous_loss, CONTINUOUS_LOSSES)
+        if self.tie_word_embeddings and self.vocab_size is None:
+            raise ValueError(
+                "`tie_word_embeddings=True` ties the LM head to the token embedding; a model of continuous inputs "
+                "(`num_channels`) has none. Leave it False."
+            )
         if self.vocab_size is not None:
             for name in ("pad_token_id", "mask_token_id", "bos_token_id", "eos_token_id"):
                 value = getattr(self, name)

@@ -10,12 +10,19 @@ The backbone lives under `base_model_prefix` ("model") in every head, so an SPT 
 finetuning model.
 """
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers.modeling_outputs import CausalLMOutputWithPast, MaskedLMOutput, SequenceClassifierOutput
+from transformers.utils import can_return_tuple
 
+from .cache import SequenceCache
 from .configuration_sequence import SequenceModelConfig
+
+# Where an LM head's weight is tied to the input embedding when `config.tie_word_embeddings` (token inputs).
+TIED_LM_HEAD = {"lm_head.weight": "model.embeddings.word_embeddings.weight"}
 
 
 def pool_hidden_states(hidden_states: torch.Tensor, padding_mask: torch.Tensor | None, mode: str) -> torch.Tensor:
@@ -137,11 +144,13 @@ class SequenceForMaskedLM(LanguageModelHeadMixin):
     """
 
     uses_mask_embedding = True
+    _tied_weights_keys = TIED_LM_HEAD
 
     def __init__(self, config: SequenceModelConfig):
         super().__init__(config)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -149,7 +158,10 @@ class SequenceForMaskedLM(LanguageModelHeadMixin):
         attention_mask: torch.Tensor | None = None,
         mask_positions: torch.BoolTensor | None = None,
         labels: torch.Tensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
         output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
         **kwargs,
     ) -> MaskedLMOutput:
         outputs = self.backbone(
@@ -157,7 +169,11 @@ class SequenceForMaskedLM(LanguageModelHeadMixin):
             input_values=input_values,
             attention_mask=attention_mask,
             mask_positions=mask_positions,
+            inputs_embeds=inputs_embeds,
+            position_ids=position_ids,
             output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+            return_dict=True,
         )
         logits = self.lm_head(outputs.last_hidden_state)  # (B, L, V) or (B, L, C[*levels])
         loss = None
@@ -171,11 +187,13 @@ class SequenceForMaskedLM(LanguageModelHeadMixin):
                 if self.config.continuous_loss == "cross_entropy":
                     raise ValueError("`continuous_loss='cross_entropy'` needs `labels` holding integer levels.")
                 labels = input_values
-            select = mask_positions.to(torch.bool)
+            select = mask_positions.to(torch.bool)  # the loss is taken at the masked positions only ...
             if attention_mask is not None:
-                select = select & attention_mask.to(torch.bool)
+                select = select & attention_mask.to(torch.bool)  # ... that are not padding
             loss = self.continuous_loss(logits, labels, select)
-        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
+        return MaskedLMOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
 
 
 class SequenceForCausalLM(LanguageModelHeadMixin):
@@ -188,6 +206,8 @@ class SequenceForCausalLM(LanguageModelHeadMixin):
         class S4ForCausalLM(SequenceForCausalLM, S4PreTrainedModel, GenerationMixin): ...
     """
 
+    _tied_weights_keys = TIED_LM_HEAD
+
     def __init__(self, config: SequenceModelConfig):
         if config.bidirectional:
             raise ValueError(
@@ -199,33 +219,42 @@ class SequenceForCausalLM(LanguageModelHeadMixin):
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
-        # generate() must not create transformers' DynamicCache: the backbone returns its own `SequenceCache`
-        # (recurrent SSM states, attention keys/values) from the prefill, and every later step continues it.
+        # generate() must not create transformers' DynamicCache: the model's own `SequenceCache` holds the mixers'
+        # states (recurrent SSM states, attention keys/values); `_prepare_cache_for_generation` gives an empty one.
         return False
 
-    def prepare_inputs_for_generation(self, input_ids, cache=None, attention_mask=None, **kwargs):
-        if cache is not None:
-            input_ids = input_ids[:, cache.get_seq_length() :]  # only the positions the cache has not seen
-        return {"input_ids": input_ids, "attention_mask": attention_mask, "cache": cache, "use_cache": True}
+    def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs) -> None:
+        """An empty `SequenceCache` for generate() (filled by the first forward pass), unless the caller passed a
+        cache or asked for `use_cache=False` (then every step runs the whole sequence in parallel)."""
+        if model_kwargs.get("cache") is None and generation_config.use_cache is not False:
+            model_kwargs["cache"] = SequenceCache()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
         input_values: torch.FloatTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
-        output_hidden_states: bool | None = None,
-        cache=None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        cache: SequenceCache | None = None,
         use_cache: bool | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
         **kwargs,
     ) -> CausalLMOutputWithPast:
         outputs = self.backbone(
             input_ids=input_ids,
             input_values=input_values,
             attention_mask=attention_mask,
-            output_hidden_states=output_hidden_states,
+            inputs_embeds=inputs_embeds,
+            position_ids=position_ids,
             cache=cache,
             use_cache=use_cache,
+            output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+            return_dict=True,
         )
         logits = self.lm_head(outputs.last_hidden_state)  # (B, L, V) or (B, L, C[*levels])
         loss = None
@@ -240,8 +269,9 @@ class SequenceForCausalLM(LanguageModelHeadMixin):
                 select = attention_mask[:, 1:].to(torch.bool)  # a padded target is never predicted
             loss = self.continuous_loss(logits[:, :-1], labels[:, 1:], select)
         return CausalLMOutputWithPast(
-            loss=loss, logits=logits, cache=outputs.cache, hidden_states=outputs.hidden_states
-        )
+            loss=loss, logits=logits, cache=outputs.cache, hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )  # fmt: skip
 
     def generate(self, *args, **kwargs):
         if not self.config.is_token_input:
@@ -262,27 +292,46 @@ class SequenceForSequenceClassification(SequenceHeadMixin):
         self.classifier = ClassificationHead(config.hidden_size, config.hidden_size, config.num_labels, mlp)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
         input_values: torch.FloatTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
         output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
         **kwargs,
     ) -> SequenceClassifierOutput:
         outputs = self.backbone(
             input_ids=input_ids,
             input_values=input_values,
             attention_mask=attention_mask,
+            inputs_embeds=inputs_embeds,
+            position_ids=position_ids,
             output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+            return_dict=True,
         )
         pooled = pool_hidden_states(outputs.last_hidden_state, attention_mask, self.config.pooling)  # (B, H)
         logits = self.classifier(pooled)  # (B, num_labels)
         loss = None
         if labels is not None:
             loss = self.loss_function(labels, logits, self.config)
-        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
+        return SequenceClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+@dataclass
+class RetrievalOutput(SequenceClassifierOutput):
+    """`SequenceClassifierOutput` of a document pair: `hidden_states` / `attentions` are the first document's,
+    `hidden_states_2` / `attentions_2` the second's."""
+
+    hidden_states_2: tuple[torch.FloatTensor, ...] | None = None
+    attentions_2: tuple[torch.FloatTensor, ...] | None = None
 
 
 class SequenceForRetrieval(SequenceHeadMixin):
@@ -296,11 +345,15 @@ class SequenceForRetrieval(SequenceHeadMixin):
         self.classifier = ClassificationHead(4 * config.hidden_size, config.hidden_size, config.num_labels, mlp=True)
         self.post_init()
 
-    def encode(self, input_ids=None, input_values=None, attention_mask=None) -> torch.Tensor:
-        """Pooled encoding (B, H) of one document."""
-        outputs = self.backbone(input_ids=input_ids, input_values=input_values, attention_mask=attention_mask)
-        return pool_hidden_states(outputs.last_hidden_state, attention_mask, self.config.pooling)
+    def encode(self, input_ids=None, input_values=None, attention_mask=None, inputs_embeds=None, **kwargs):
+        """Pooled encoding (B, H) of one document, and the backbone's outputs."""
+        outputs = self.backbone(
+            input_ids=input_ids, input_values=input_values, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+            return_dict=True, **kwargs,
+        )  # fmt: skip
+        return pool_hidden_states(outputs.last_hidden_state, attention_mask, self.config.pooling), outputs
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -310,14 +363,22 @@ class SequenceForRetrieval(SequenceHeadMixin):
         input_values: torch.FloatTensor | None = None,
         input_values_2: torch.FloatTensor | None = None,
         labels: torch.Tensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        inputs_embeds_2: torch.FloatTensor | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
         **kwargs,
-    ) -> SequenceClassifierOutput:
-        if (input_ids_2 is None) and (input_values_2 is None):
+    ) -> RetrievalOutput:
+        if input_ids_2 is None and input_values_2 is None and inputs_embeds_2 is None:
             raise ValueError("The retrieval head needs a second document: pass `input_ids_2` (or `input_values_2`).")
-        u = self.encode(input_ids, input_values, attention_mask)  # (B, H)
-        v = self.encode(input_ids_2, input_values_2, attention_mask_2)  # (B, H)
+        extra = {"output_hidden_states": output_hidden_states, "output_attentions": output_attentions}
+        u, first = self.encode(input_ids, input_values, attention_mask, inputs_embeds, **extra)  # (B, H)
+        v, second = self.encode(input_ids_2, input_values_2, attention_mask_2, inputs_embeds_2, **extra)  # (B, H)
         logits = self.classifier(torch.cat([u, v, u - v, u * v], dim=-1))  # (B, num_labels)
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits.float(), labels.long())
-        return SequenceClassifierOutput(loss=loss, logits=logits)
+        return RetrievalOutput(
+            loss=loss, logits=logits, hidden_states=first.hidden_states, attentions=first.attentions,
+            hidden_states_2=second.hidden_states, attentions_2=second.attentions,
+        )  # fmt: skip

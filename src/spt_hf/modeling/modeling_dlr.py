@@ -107,6 +107,7 @@ class DLRMixer(SSMMixer):
 
 class DLRPreTrainedModel(SPTPreTrainedModel):
     config: DLRConfig
+    _is_stateful = True  # a recurrent state cannot be rolled back: transformers refuses assisted decoding
 
 
 class DLRModel(SequenceBackbone, DLRPreTrainedModel):

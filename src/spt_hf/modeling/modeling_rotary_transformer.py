@@ -12,10 +12,11 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import GenerationMixin
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
-from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS, dynamic_rope_update
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 
+from .cache import MixerState
 from .configuration_rotary_transformer import RotaryTransformerConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBackbone, SPTPreTrainedModel
@@ -24,12 +25,14 @@ logger = logging.get_logger(__name__)
 
 
 class RotaryTransformerRotaryEmbedding(nn.Module):
-    """RoPE cos/sin tables, computed once per forward in the backbone and shared by all layers (as in Llama)."""
+    """RoPE cos/sin tables, computed once per forward in the backbone and shared by all layers (as in Llama), for
+    every RoPE type of transformers (`rope_parameters`: default, linear, dynamic, yarn, longrope, llama3, ...)."""
 
     def __init__(self, config: RotaryTransformerConfig):
         super().__init__()
         self.config = config
         self.rope_type = config.rope_parameters.get("rope_type", "default")
+        self.max_seq_len_cached = self.original_max_seq_len = config.max_position_embeddings
         rope_init_fn = self.compute_default_rope_parameters
         if self.rope_type != "default":
             rope_init_fn = ROPE_INIT_FUNCTIONS[self.rope_type]
@@ -39,12 +42,13 @@ class RotaryTransformerRotaryEmbedding(nn.Module):
         self.original_inv_freq = nn.Buffer(inv_freq.clone(), persistent=False)
 
     @staticmethod
-    def compute_default_rope_parameters(config: RotaryTransformerConfig, **kwargs) -> tuple[torch.Tensor, float]:
+    def compute_default_rope_parameters(config: RotaryTransformerConfig, *args, **kwargs) -> tuple[torch.Tensor, float]:
         base = config.rope_parameters["rope_theta"]
         dim = config.head_dim
         inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))  # (D/2,)
         return inv_freq, 1.0
 
+    @dynamic_rope_update  # rescales the frequencies of the dynamic RoPE types past max_position_embeddings
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         freqs = position_ids[..., None].float() * self.inv_freq.to(x.device)  # (B, L, D/2)
         emb = torch.cat((freqs, freqs), dim=-1)  # (B, L, D)
@@ -62,14 +66,15 @@ def apply_rotary_pos_emb(q, k, cos, sin):
     return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
 
-def sinusoidal_positions(length: int, dim: int, device, dtype) -> torch.Tensor:
-    """Absolute sinusoidal table (L, H) of "Attention Is All You Need", computed for any length."""
-    position = torch.arange(length, device=device, dtype=torch.float32).unsqueeze(1)  # (L, 1)
-    div = torch.exp(torch.arange(0, dim, 2, device=device, dtype=torch.float32) * (-math.log(10000.0) / dim))
-    table = torch.zeros(length, dim, device=device, dtype=torch.float32)
-    table[:, 0::2] = torch.sin(position * div)
-    table[:, 1::2] = torch.cos(position * div[: dim // 2])
-    return table.to(dtype)
+def sinusoidal_positions(position_ids: torch.Tensor, dim: int, dtype) -> torch.Tensor:
+    """The absolute sinusoidal embedding of "Attention Is All You Need" at `position_ids` (any shape) -> (..., H)."""
+    position = position_ids.to(torch.float32).unsqueeze(-1)  # (..., 1)
+    div = torch.exp(
+        torch.arange(0, dim, 2, device=position_ids.device, dtype=torch.float32) * (-math.log(10000.0) / dim)
+    )  # (H/2,)
+    angles = position * div  # (..., H/2)
+    table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)  # (..., H): sin, cos interleaved
+    return table[..., :dim].to(dtype)
 
 
 def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
@@ -155,8 +160,47 @@ def warn_if_full_attention_is_slow(config: RotaryTransformerConfig, hidden_state
     )
 
 
+def additive_mask(bias: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """A boolean "may attend" mask as the additive float mask eager attention takes (float masks pass through)."""
+    if bias is None or bias.dtype != torch.bool:
+        return bias
+    return torch.zeros_like(bias, dtype=dtype).masked_fill(~bias, torch.finfo(dtype).min)
+
+
+def dense_local_weights(weights: torch.Tensor, batch: int, length: int, window: int, causal: bool) -> torch.Tensor:
+    """Block-local attention weights (B*nb, nh, w, k*w) placed into the (B, nh, L, L) matrix of all positions."""
+    span, heads = local_key_blocks(causal), weights.shape[1]
+    num_blocks = weights.shape[0] // batch
+    blocks = weights.view(batch, num_blocks, heads, window, span * window)
+    first_key = (torch.arange(num_blocks, device=weights.device) - 1) * window + window  # block i-1, padded by w
+    columns = first_key.view(num_blocks, 1, 1, 1) + torch.arange(span * window, device=weights.device)  # (nb,1,1,kw)
+    dense = weights.new_zeros(batch, num_blocks, heads, window, (num_blocks + 2) * window)
+    dense.scatter_(-1, columns.expand_as(blocks).expand(batch, -1, heads, window, -1), blocks)
+    dense = dense.permute(0, 2, 1, 3, 4).reshape(batch, heads, num_blocks * window, -1)  # (B, nh, nb*w, (nb+2)w)
+    return dense[:, :, :length, window : window + length]
+
+
+class AttentionState(MixerState):
+    """The keys and values (B, nh, T, D) of the positions an attention layer may still attend to, which of them are
+    real (B, T), and the position of the first one. Without a window, positions can be removed again (assisted
+    decoding); a window drops old keys, and its cache cannot be rolled back."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, real: torch.Tensor, window: int | None):
+        super().__init__(keys, values, real)
+        self.window = window
+        self.croppable = window is None
+
+    def crop(self, tokens: int) -> None:
+        if not self.croppable:
+            super().crop(tokens)
+        keys, values, real = self.tensors
+        keep = keys.shape[2] - abs(tokens)
+        self.tensors = (keys[:, :, :keep], values[:, :, :keep], real[:, :keep])
+
+
 class RotaryTransformerAttention(nn.Module):
-    """Multi-head self-attention with Q/K/V/O biases; full (SDPA/eager via transformers) or block-local."""
+    """Multi-head self-attention with Q/K/V/O biases; full (SDPA/eager via transformers) or block-local. Asked for
+    `output_attentions`, it computes the weights with eager attention and returns them too, as (B, nh, L, L)."""
 
     def __init__(self, config: RotaryTransformerConfig, layer_idx: int):
         super().__init__()
@@ -176,8 +220,9 @@ class RotaryTransformerAttention(nn.Module):
         attention_mask: torch.Tensor | None = None,
         position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
         attention_bias: torch.Tensor | None = None,
+        output_attentions: bool = False,
         **kwargs,
-    ) -> torch.Tensor:
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         batch, length, _ = hidden_states.shape
         shape = (batch, length, self.num_heads, self.head_dim)
         query = self.q_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, D)
@@ -188,33 +233,41 @@ class RotaryTransformerAttention(nn.Module):
         interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
+        if output_attentions:
+            interface, attention_bias = eager_attention_forward, additive_mask(attention_bias, query.dtype)
         window = self.config.attention_window
-        if window is not None and window < length:
+        local = window is not None and window < length
+        if local:
             span = local_key_blocks(self.is_causal)
             query = to_blocks(query, window, 1)
             key, value = to_blocks(key, window, span), to_blocks(value, window, span)
         dropout = self.config.attention_dropout if self.training else 0.0
         # `is_causal` only tells SDPA how to read a missing mask; local attention always passes its own.
-        out, _ = interface(
+        out, weights = interface(
             self, query, key, value, attention_bias, dropout=dropout, scaling=self.scaling, is_causal=self.is_causal
         )  # (B[*nb], Lq, nh, D)
-        out = out.reshape(batch, -1, self.num_heads * self.head_dim)[:, :length]  # (B, L, H)
-        return self.o_proj(out)
+        out = self.o_proj(out.reshape(batch, -1, self.num_heads * self.head_dim)[:, :length])  # (B, L, H)
+        if not output_attentions:
+            return out
+        if local:
+            weights = dense_local_weights(weights, batch, length, window, self.is_causal)
+        return out, weights  # (B, nh, L, L)
 
-    def init_state(self, batch_size: int, device, dtype) -> tuple:
-        """Keys, values (B, nh, 0, D) and which cached positions are real (B, 0): the causal generation cache."""
+    def init_state(self, batch_size: int, device, dtype) -> AttentionState:
+        """No keys or values yet: (B, nh, 0, D), and which cached positions are real (B, 0)."""
         empty = torch.zeros(batch_size, self.num_heads, 0, self.head_dim, device=device, dtype=dtype)
-        return empty, empty.clone(), torch.zeros(batch_size, 0, dtype=torch.bool, device=device)
+        real = torch.zeros(batch_size, 0, dtype=torch.bool, device=device)
+        return AttentionState(empty, empty.clone(), real, self.config.attention_window)
 
     def step(
         self,
         hidden_state: torch.Tensor,
-        state: tuple,
+        state: AttentionState,
         attention_mask: torch.Tensor | None = None,
         position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
         position: int = 0,
         **kwargs,
-    ) -> tuple[torch.Tensor, tuple]:
+    ) -> tuple[torch.Tensor, AttentionState]:
         """Attention of one new position (B, H) to the cached ones; for block-local attention only the keys a query
         of this block may see are kept (its block and the previous one), so memory stays bounded by 2w."""
         batch = hidden_state.shape[0]
@@ -224,7 +277,7 @@ class RotaryTransformerAttention(nn.Module):
         value = self.v_proj(hidden_state).view(shape)  # (B, nh, 1, D)
         if position_embeddings is not None:
             query, key = apply_rotary_pos_emb(query, key, *position_embeddings)
-        keys, values, real = state
+        keys, values, real = state.tensors
         is_real = torch.ones(batch, 1, dtype=torch.bool, device=hidden_state.device)
         if attention_mask is not None:
             is_real = attention_mask.view(batch, 1).to(torch.bool)
@@ -240,7 +293,7 @@ class RotaryTransformerAttention(nn.Module):
         weights = torch.matmul(query, keys.transpose(2, 3)) * self.scaling  # (B, nh, 1, T)
         weights = weights.masked_fill(~visible[:, None, None, :], torch.finfo(weights.dtype).min)
         out = torch.matmul(F.softmax(weights.float(), dim=-1).to(values.dtype), values)  # (B, nh, 1, D)
-        return self.o_proj(out.reshape(batch, -1)), (keys, values, real)
+        return self.o_proj(out.reshape(batch, -1)), AttentionState(keys, values, real, window)
 
 
 class RotaryTransformerFeedForward(nn.Module):
@@ -270,13 +323,21 @@ class RotaryTransformerModel(SequenceBackbone, RotaryTransformerPreTrainedModel)
         if config.position_embedding_type == "rotary":
             self.rotary_emb = RotaryTransformerRotaryEmbedding(config)
 
-    def _embed(self, input_ids, input_values, mask_positions, position_offset: int = 0) -> torch.Tensor:
-        hidden_states = super()._embed(input_ids, input_values, mask_positions)  # (B, L, H)
+    def _embed(
+        self, input_ids, input_values, mask_positions, position_offset: int = 0, position_ids=None, inputs_embeds=None
+    ) -> torch.Tensor:
+        hidden_states = super()._embed(input_ids, input_values, mask_positions, inputs_embeds=inputs_embeds)
         if self.config.position_embedding_type == "absolute":
-            length, dim = hidden_states.shape[1], hidden_states.shape[2]
-            table = sinusoidal_positions(position_offset + length, dim, hidden_states.device, hidden_states.dtype)
-            hidden_states = hidden_states + table[position_offset:]
+            if position_ids is None:
+                position_ids = self._positions(hidden_states, position_offset)
+            hidden_states = hidden_states + sinusoidal_positions(
+                position_ids, hidden_states.shape[-1], hidden_states.dtype
+            )
         return hidden_states
+
+    @staticmethod
+    def _positions(hidden_states: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        return torch.arange(offset, offset + hidden_states.shape[1], device=hidden_states.device).unsqueeze(0)  # (1, L)
 
     def _step_kwargs(self, hidden_state: torch.Tensor, position: int) -> dict:
         kwargs = {"position": position}
@@ -285,11 +346,12 @@ class RotaryTransformerModel(SequenceBackbone, RotaryTransformerPreTrainedModel)
             kwargs["position_embeddings"] = self.rotary_emb(hidden_state, position_ids)
         return kwargs
 
-    def _mixer_kwargs(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None) -> dict:
+    def _mixer_kwargs(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None, position_ids=None) -> dict:
         batch, length, _ = hidden_states.shape
         kwargs = {}
         if self.config.position_embedding_type == "rotary":
-            position_ids = torch.arange(length, device=hidden_states.device).unsqueeze(0)  # (1, L)
+            if position_ids is None:
+                position_ids = self._positions(hidden_states)
             kwargs["position_embeddings"] = self.rotary_emb(hidden_states, position_ids)
         window = self.config.attention_window
         if window is not None and window < length:
@@ -297,9 +359,7 @@ class RotaryTransformerModel(SequenceBackbone, RotaryTransformerPreTrainedModel)
                 padding_mask, batch, length, window, self.config.is_causal, hidden_states.device
             )
             if self.config._attn_implementation != "sdpa":
-                visible = torch.zeros_like(visible, dtype=hidden_states.dtype).masked_fill(
-                    ~visible, torch.finfo(hidden_states.dtype).min
-                )
+                visible = additive_mask(visible, hidden_states.dtype)
             kwargs["attention_bias"] = visible
         else:
             warn_if_full_attention_is_slow(self.config, hidden_states)

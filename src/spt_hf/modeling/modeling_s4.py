@@ -316,6 +316,7 @@ class S4Mixer(SSMMixer):
 
 class S4PreTrainedModel(SPTPreTrainedModel):
     config: S4Config
+    _is_stateful = True  # a recurrent state cannot be rolled back: transformers refuses assisted decoding
 
 
 class S4Model(SequenceBackbone, S4PreTrainedModel):

@@ -5,8 +5,9 @@ An architecture is a config class plus a tuple of mixer classes:
     class S4Model(SequenceBackbone, S4PreTrainedModel):
         mixer_classes = (S4Mixer,)
 
-Embedding -> `num_hidden_layers` x SequenceLayer(mixers) -> final norm, with input checks, padding handling and
-gradient checkpointing written once here.
+Embedding -> `num_hidden_layers` x SequenceLayer(mixers) -> final norm, with input checks, padding handling,
+gradient checkpointing and the transformers model contract (tuple outputs, hidden states and attentions,
+`inputs_embeds`, the generation cache of cache.py) written once here.
 """
 
 import json
@@ -18,8 +19,10 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutputWithPast
+from transformers.utils import can_return_tuple
 
 from .blocks import MaskedBatchNorm, SequenceEmbeddings, SequenceLayer, SequenceNorm
+from .cache import SequenceCache
 from .configuration_sequence import SequenceModelConfig
 
 # Auto class -> class-name suffix of the head that serves it. Used to write a complete `auto_map` on save.
@@ -37,12 +40,14 @@ class SPTPreTrainedModel(PreTrainedModel):
 
     config: SequenceModelConfig
     base_model_prefix = "model"
+    main_input_name = "input_ids"  # models of continuous inputs say `input_values` (set per instance in __init__)
     supports_gradient_checkpointing = True
     _no_split_modules = ["SequenceLayer"]
 
-    @property
-    def main_input_name(self) -> str:
-        return "input_ids" if self.config.is_token_input else "input_values"
+    def __init__(self, config: SequenceModelConfig, *args, **kwargs):
+        super().__init__(config, *args, **kwargs)
+        if not config.is_token_input:
+            self.main_input_name = "input_values"
 
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
@@ -151,22 +156,33 @@ def validate_inputs(
     input_ids: torch.Tensor | None,
     input_values: torch.Tensor | None,
     attention_mask: torch.Tensor | None,
+    inputs_embeds: torch.Tensor | None = None,
 ) -> None:
-    """Raise a ValueError naming the problem and what is expected, before anything deep inside fails."""
-    if config.is_token_input:
+    """Raise a ValueError naming the problem and what is expected, before anything deep inside fails. Checks that
+    read tensor values are skipped while torch.compile or torch.export trace the model."""
+    if inputs_embeds is not None:
+        if input_ids is not None or input_values is not None:
+            raise ValueError("Pass either `inputs_embeds` or the inputs (`input_ids` / `input_values`), not both.")
+        if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != config.hidden_size:
+            raise ValueError(
+                f"Expected `inputs_embeds` of shape (B, L, {config.hidden_size}); got {_shape(inputs_embeds)}."
+            )
+        batch_length = tuple(inputs_embeds.shape[:2])
+    elif config.is_token_input:
         if input_values is not None:
             raise ValueError(
                 "This model takes token inputs (`input_ids`, config.vocab_size set) but got `input_values`; "
                 "pass `input_ids` of shape (B, L), or use a model configured with `num_channels`."
             )
         if input_ids is None or input_ids.dim() != 2:
-            raise ValueError(f"Expected `input_ids` of shape (B, L); got {_shape(input_ids)}.")
+            raise ValueError(f"Expected `input_ids` of shape (B, L) (or `inputs_embeds`); got {_shape(input_ids)}.")
         if input_ids.is_floating_point() or input_ids.is_complex() or input_ids.dtype == torch.bool:
             raise ValueError(
                 f"`input_ids` must hold integer token ids (torch.long), got dtype {input_ids.dtype}; convert with "
                 "`.long()` (values are ids, not features: continuous inputs go in `input_values`)."
             )
-        if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= config.vocab_size):
+        in_range = torch.compiler.is_compiling() or not input_ids.numel()
+        if not in_range and (input_ids.min() < 0 or input_ids.max() >= config.vocab_size):
             raise ValueError(
                 f"`input_ids` hold ids in [{int(input_ids.min())}, {int(input_ids.max())}], outside the vocabulary "
                 f"[0, {config.vocab_size}); check the tokenizer/vocabulary matches config.vocab_size."
@@ -203,30 +219,6 @@ def _shape(tensor: torch.Tensor | None) -> str:
     return "None" if tensor is None else str(tuple(tensor.shape))
 
 
-class SequenceCache:
-    """Recurrent state of every mixer after the positions seen so far: O(1) memory per token for S4D/DLR, a growing
-    key/value store (bounded by the window for block-local attention) for the Transformer.
-
-    Passed in and out of causal models as `cache` (as transformers' caches are) when `use_cache=True`.
-    """
-
-    def __init__(self, layer_states: list[list]):
-        self.layer_states = layer_states  # [layer][block] -> tuple of tensors, or None for position-wise blocks
-        self.seen_tokens = 0
-
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return self.seen_tokens
-
-    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        """Select batch entries (beam search)."""
-        for blocks in self.layer_states:
-            for index, state in enumerate(blocks):
-                if state is not None:
-                    blocks[index] = tuple(
-                        t.index_select(0, beam_idx.to(t.device)) if torch.is_tensor(t) and t.dim() else t for t in state
-                    )
-
-
 class SequenceBackbone:
     """Mixin turning an architecture's PreTrainedModel into its backbone (`XModel`).
 
@@ -255,10 +247,13 @@ class SequenceBackbone:
     def set_input_embeddings(self, value: nn.Module) -> None:
         self.embeddings.word_embeddings = value
 
-    def _embed(self, input_ids, input_values, mask_positions, position_offset: int = 0) -> torch.Tensor:
-        return self.embeddings(input_ids=input_ids, input_values=input_values, mask_positions=mask_positions)
+    def _embed(
+        self, input_ids, input_values, mask_positions, position_offset: int = 0, position_ids=None, inputs_embeds=None
+    ) -> torch.Tensor:
+        """(B, L, H): the embedding (or `inputs_embeds`); architectures with absolute positions add them here."""
+        return self.embeddings(input_ids, input_values, mask_positions, inputs_embeds=inputs_embeds)
 
-    def _mixer_kwargs(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None) -> dict:
+    def _mixer_kwargs(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None, position_ids=None) -> dict:
         return {}
 
     def _step_kwargs(self, hidden_state: torch.Tensor, position: int) -> dict:
@@ -269,36 +264,46 @@ class SequenceBackbone:
         device, dtype = device or self.device, dtype or self.dtype
         return SequenceCache([layer.init_state(batch_size, device, dtype) for layer in self.layers])
 
-    def _forward_recurrent(self, input_ids, input_values, padding_mask, cache: SequenceCache | None):
-        """Run the sequence one position at a time through the mixers' recurrent `step`, continuing `cache`."""
+    def _forward_recurrent(self, input_ids, input_values, inputs_embeds, padding_mask, cache, output_hidden_states):
+        """Run the sequence one position at a time through the mixers' recurrent `step`, continuing `cache` (an empty
+        one is filled first); the hidden states of every layer if asked."""
         if not self.config.is_causal:
             raise ValueError("`use_cache`/`cache` needs a causal model (`bidirectional=False`).")
-        inputs = input_ids if input_ids is not None else input_values
+        inputs = next(x for x in (input_ids, input_values, inputs_embeds) if x is not None)
         batch, length = inputs.shape[:2]
-        cache = cache if cache is not None else self.init_cache(batch, inputs.device)
-        outputs = []
+        cache = cache if cache is not None else SequenceCache()
+        if not cache.is_initialized:
+            cache.layers = self.init_cache(batch, inputs.device).layers
+        outputs, per_layer = [], [[] for _ in range(len(self.layers) + 1)]
         for t in range(length):
             position = cache.seen_tokens
-            token = inputs[:, t : t + 1]  # (B, 1[, C])
-            ids, values = (token, None) if input_ids is not None else (None, token)
-            hidden_state = self._embed(ids, values, None, position_offset=position)[:, 0]  # (B, H)
+            token = inputs[:, t : t + 1]  # (B, 1[, C or H])
+            ids, values, embeds = (token if x is not None else None for x in (input_ids, input_values, inputs_embeds))
+            hidden_state = self._embed(ids, values, None, position_offset=position, inputs_embeds=embeds)[:, 0]
             step_kwargs = self._step_kwargs(hidden_state, position)
             real = None if padding_mask is None else padding_mask[:, t]  # (B,)
-            for layer, states in zip(self.layers, cache.layer_states):
-                hidden_state = layer.step(hidden_state, states, real, **step_kwargs)
+            for index, (layer, layer_cache) in enumerate(zip(self.layers, cache.layers)):
+                per_layer[index].append(hidden_state)
+                hidden_state = layer.step(hidden_state, layer_cache.states, real, **step_kwargs)
             outputs.append(self.norm_f(hidden_state))
+            per_layer[-1].append(outputs[-1])
             cache.seen_tokens += 1
-        return torch.stack(outputs, dim=1), cache  # (B, L, H)
+        hidden_states = tuple(torch.stack(h, dim=1) for h in per_layer) if output_hidden_states else None
+        return torch.stack(outputs, dim=1), cache, hidden_states  # (B, L, H)
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
         input_values: torch.FloatTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         mask_positions: torch.BoolTensor | None = None,
-        output_hidden_states: bool | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
         cache: SequenceCache | None = None,
         use_cache: bool | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPast:
         r"""
@@ -306,25 +311,43 @@ class SequenceBackbone:
         input_values (`torch.FloatTensor` of shape (B, L, C)): continuous inputs, for models with `num_channels`.
         attention_mask (`torch.Tensor` of shape (B, L)): 1 for real positions, 0 for padding (right padding).
         mask_positions (`torch.BoolTensor` of shape (B, L)): continuous positions replaced by the mask vector.
-        cache (`SequenceCache`): recurrent state to continue from (generation); implies the recurrent path.
+        inputs_embeds (`torch.FloatTensor` of shape (B, L, H)): given instead of the embedding lookup / projection.
+        position_ids (`torch.LongTensor` of shape (B, L) or (1, L)): positions of the inputs (default 0..L-1 after the
+            positions the cache has seen), for the position-dependent mixers (rotary or absolute positions).
+        cache (`SequenceCache`): the state to continue from (generation); implies the recurrent path.
         use_cache (`bool`): run position by position through the mixers' recurrent steps and return the `cache`.
+        output_hidden_states (`bool`): also return the embedding output and every layer's output (the last one after
+            the final norm).
+        output_attentions (`bool`): also return each attention layer's weights (eager attention).
         """
-        if cache is not None and attention_mask is not None and input_ids is not None:
-            attention_mask = attention_mask[:, -input_ids.shape[1] :]  # generation passes the mask of all positions
-        validate_inputs(self.config, input_ids, input_values, attention_mask)
+        if cache is not None and attention_mask is not None:
+            length = next(x for x in (input_ids, input_values, inputs_embeds) if x is not None).shape[1]
+            attention_mask = attention_mask[:, -length:]  # generation passes the mask of all positions
+        validate_inputs(self.config, input_ids, input_values, attention_mask, inputs_embeds)
         padding_mask = None if attention_mask is None else attention_mask.to(torch.bool)
-        if use_cache or cache is not None:
-            hidden_states, cache = self._forward_recurrent(input_ids, input_values, padding_mask, cache)
-            return BaseModelOutputWithPast(last_hidden_state=hidden_states, cache=cache)
-        hidden_states = self._embed(input_ids, input_values, mask_positions)  # (B, L, H)
-        mixer_kwargs = self._mixer_kwargs(hidden_states, padding_mask)
         output_hidden_states = output_hidden_states or self.config.output_hidden_states
-        all_hidden_states = () if output_hidden_states else None
+        output_attentions = output_attentions or self.config.output_attentions
+        if use_cache or cache is not None:
+            hidden_states, cache, all_hidden = self._forward_recurrent(
+                input_ids, input_values, inputs_embeds, padding_mask, cache, output_hidden_states
+            )
+            return BaseModelOutputWithPast(last_hidden_state=hidden_states, cache=cache, hidden_states=all_hidden)
+        hidden_states = self._embed(input_ids, input_values, mask_positions, position_ids=position_ids,
+                                    inputs_embeds=inputs_embeds)  # (B, L, H)  # fmt: skip
+        mixer_kwargs = self._mixer_kwargs(hidden_states, padding_mask, position_ids)
+        if output_attentions:
+            mixer_kwargs["output_attentions"] = True
+        all_hidden = () if output_hidden_states else None
+        all_attentions = () if output_attentions else None
         for layer in self.layers:
             if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            hidden_states = layer(hidden_states, padding_mask, **mixer_kwargs)
+                all_hidden += (hidden_states,)
+            hidden_states, attentions = layer(hidden_states, padding_mask, **mixer_kwargs)
+            if output_attentions and attentions is not None:
+                all_attentions += (attentions,)
         hidden_states = self.norm_f(hidden_states, padding_mask)
         if output_hidden_states:
-            all_hidden_states += (hidden_states,)
-        return BaseModelOutputWithPast(last_hidden_state=hidden_states, hidden_states=all_hidden_states)
+            all_hidden += (hidden_states,)
+        return BaseModelOutputWithPast(
+            last_hidden_state=hidden_states, hidden_states=all_hidden, attentions=all_attentions or None
+        )

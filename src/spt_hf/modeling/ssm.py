@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from transformers import initialization as init
 
+from .cache import MixerState
 from .configuration_sequence import SequenceModelConfig
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -97,57 +98,98 @@ def _skip_out(y: Tensor, u: Tensor, D: Tensor, out: Tensor, cache: dict) -> None
         torch.addcmul(y[..., :length].transpose(1, 2), u, D, out=out)
 
 
-class _FFTConv(torch.autograd.Function):
+def _fft_conv_forward(u: Tensor, kernel: Tensor, D: Tensor) -> Tensor:
     """y[b, t, h] = Σ_s k[h, (t - s) mod 2L] u[b, s, h] + D[h] u[b, t, h] for a 2L-periodic kernel k (H, 2L).
 
     The kernel of positive lags sits at k[:, :L], that of negative lags -j at k[:, 2L - j]; zero padding of u to
     2L makes the circular convolution linear (no wrap-around).
     """
+    batch, length, hidden = u.shape
+    kernel_f = torch.fft.rfft(kernel)  # (H, L+1)
+    out = torch.empty_like(u)  # (B, L, H)
+    buffers: dict = {}
+    for bs, hs in _chunks(batch, hidden, length, u.device):
+        spectrum = torch.fft.rfft(_padded(u[bs, :, hs], buffers))  # (b, h, L+1)
+        spectrum.mul_(kernel_f[hs])  # convolution theorem, in place
+        y = torch.fft.irfft(spectrum, n=2 * length)  # (b, h, 2L)
+        _skip_out(y, u[bs, :, hs], D[hs], out[bs, :, hs], buffers)  # (b, L, h)
+    return out
 
-    @staticmethod
-    def forward(ctx, u: Tensor, kernel: Tensor, D: Tensor) -> Tensor:
-        batch, length, hidden = u.shape
-        kernel_f = torch.fft.rfft(kernel)  # (H, L+1)
-        out = torch.empty_like(u)  # (B, L, H)
-        buffers: dict = {}
-        for bs, hs in _chunks(batch, hidden, length, u.device):
-            spectrum = torch.fft.rfft(_padded(u[bs, :, hs], buffers))  # (b, h, L+1)
-            spectrum.mul_(kernel_f[hs])  # convolution theorem, in place
-            y = torch.fft.irfft(spectrum, n=2 * length)  # (b, h, 2L)
-            _skip_out(y, u[bs, :, hs], D[hs], out[bs, :, hs], buffers)  # (b, L, h)
-        ctx.save_for_backward(u, kernel_f, D)
-        return out
 
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
-        u, kernel_f, D = ctx.saved_tensors
-        batch, length, hidden = u.shape
-        grad_out = grad_out.contiguous()
-        need_u, need_k, need_d = ctx.needs_input_grad
-        grad_u = torch.empty_like(u) if need_u else None
-        grad_kf = torch.zeros_like(kernel_f) if need_k else None  # (H, L+1)
-        grad_d = torch.zeros_like(D) if need_d else None
-        kernel_conj = kernel_f.conj_physical()  # (H, L+1)
-        u_buffers: dict = {}
-        g_buffers: dict = {}
-        for bs, hs in _chunks(batch, hidden, length, u.device):
-            g_padded = _padded(grad_out[bs, :, hs], g_buffers)  # (b, h, 2L)
-            g_spectrum = torch.fft.rfft(g_padded)  # (b, h, L+1)
-            if need_k or need_d:
-                u_padded = _padded(u[bs, :, hs], u_buffers)  # (b, h, 2L)
-            if need_d:
-                grad_d[hs].add_((u_padded[..., :length] * g_padded[..., :length]).sum((0, 2)))  # (h,)
-            if need_k:
-                # dL/dk[j] = Σ_t g[t] u[t - j]: a correlation, spectrum G·conj(U) summed over the batch
-                product = torch.fft.rfft(u_padded).conj_physical_().mul_(g_spectrum)  # (b, h, L+1)
-                grad_kf[hs].add_(product[0] if product.shape[0] == 1 else product.sum(0))  # (h, L+1)
-            if need_u:
-                # dL/du[s] = Σ_t g[t] k[t - s]: correlation with the kernel, spectrum G·conj(K)
-                y = torch.fft.irfft(g_spectrum.mul_(kernel_conj[hs]), n=2 * length)  # (b, h, 2L)
-                _skip_out(y, grad_out[bs, :, hs], D[hs], grad_u[bs, :, hs], g_buffers)  # (b, L, h)
-        grad_kernel = torch.fft.irfft(grad_kf, n=2 * length) if need_k else None  # (H, 2L)
-        return grad_u, grad_kernel, grad_d
+def _fft_conv_backward(
+    grad_out: Tensor, u: Tensor, kernel: Tensor, D: Tensor, need_u: bool, need_k: bool, need_d: bool
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Gradients of `_fft_conv_forward` (empty tensors for those not needed); the input spectrum is recomputed
+    chunk by chunk instead of being saved."""
+    batch, length, hidden = u.shape
+    grad_out = grad_out.contiguous()
+    kernel_f = torch.fft.rfft(kernel)  # (H, L+1)
+    grad_u = torch.empty_like(u) if need_u else u.new_empty(0)
+    grad_kf = torch.zeros_like(kernel_f) if need_k else None  # (H, L+1)
+    grad_d = torch.zeros_like(D) if need_d else D.new_empty(0)
+    kernel_conj = kernel_f.conj_physical()  # (H, L+1)
+    u_buffers: dict = {}
+    g_buffers: dict = {}
+    for bs, hs in _chunks(batch, hidden, length, u.device):
+        g_padded = _padded(grad_out[bs, :, hs], g_buffers)  # (b, h, 2L)
+        g_spectrum = torch.fft.rfft(g_padded)  # (b, h, L+1)
+        if need_k or need_d:
+            u_padded = _padded(u[bs, :, hs], u_buffers)  # (b, h, 2L)
+        if need_d:
+            grad_d[hs].add_((u_padded[..., :length] * g_padded[..., :length]).sum((0, 2)))  # (h,)
+        if need_k:
+            # dL/dk[j] = Σ_t g[t] u[t - j]: a correlation, spectrum G·conj(U) summed over the batch
+            product = torch.fft.rfft(u_padded).conj_physical_().mul_(g_spectrum)  # (b, h, L+1)
+            grad_kf[hs].add_(product[0] if product.shape[0] == 1 else product.sum(0))  # (h, L+1)
+        if need_u:
+            # dL/du[s] = Σ_t g[t] k[t - s]: correlation with the kernel, spectrum G·conj(K)
+            y = torch.fft.irfft(g_spectrum.mul_(kernel_conj[hs]), n=2 * length)  # (b, h, 2L)
+            _skip_out(y, grad_out[bs, :, hs], D[hs], grad_u[bs, :, hs], g_buffers)  # (b, L, h)
+    grad_kernel = torch.fft.irfft(grad_kf, n=2 * length) if need_k else kernel.new_empty(0)  # (H, 2L)
+    return grad_u, grad_kernel, grad_d
+
+
+def _define_fft_conv():
+    """The FFT convolution as custom operators (forward, backward): torch.compile and torch.export see one opaque
+    operation each instead of the chunked in-place kernels. A checkpoint's remote code registers the same operators;
+    where spt_hf's own copy already did in this process, that registration is used."""
+    namespace = torch.ops.spt_hf_v1
+    if hasattr(namespace, "fft_conv"):
+        return namespace.fft_conv
+
+    @torch.library.custom_op("spt_hf_v1::fft_conv", mutates_args=())
+    def forward(u: Tensor, kernel: Tensor, D: Tensor) -> Tensor:
+        return _fft_conv_forward(u, kernel, D)
+
+    @forward.register_fake
+    def _(u, kernel, D):
+        return torch.empty_like(u)
+
+    @torch.library.custom_op("spt_hf_v1::fft_conv_backward", mutates_args=())
+    def backward(
+        grad_out: Tensor, u: Tensor, kernel: Tensor, D: Tensor, need_u: bool, need_k: bool, need_d: bool
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        return _fft_conv_backward(grad_out, u, kernel, D, need_u, need_k, need_d)
+
+    @backward.register_fake
+    def _(grad_out, u, kernel, D, need_u, need_k, need_d):
+        sized = [(u, need_u), (kernel, need_k), (D, need_d)]
+        return tuple(torch.empty_like(t) if need else t.new_empty(0) for t, need in sized)
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    def autograd_backward(ctx, grad_out):
+        u, kernel, D = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        grads = backward(grad_out, u, kernel, D, *needs)
+        return tuple(grad if need else None for grad, need in zip(grads, needs))
+
+    forward.register_autograd(autograd_backward, setup_context=setup_context)
+    return forward
+
+
+_fft_conv_op = _define_fft_conv()
 
 
 def periodic_kernel(kernel: Tensor, length: int) -> Tensor:
@@ -175,7 +217,7 @@ def fft_conv(u: Tensor, kernel: Tensor, D: Tensor) -> Tensor:
     dtype = compute_dtype(u)
     with torch.autocast(device_type=u.device.type, enabled=False):
         periodic = periodic_kernel(kernel.to(dtype), u.shape[1])  # (H, 2L)
-        out = _FFTConv.apply(u.to(dtype).contiguous(), periodic, D.to(dtype))  # (B, L, H)
+        out = _fft_conv_op(u.to(dtype).contiguous(), periodic, D.to(dtype))  # (B, L, H)
     return out.to(u.dtype)
 
 
@@ -207,7 +249,7 @@ def blocked_powers(log_a: Tensor, length: int, block: int | None = None) -> tupl
 
 def check_finite(kernel: Tensor, layer: nn.Module) -> None:
     """Raise a FloatingPointError naming the layer if the SSM kernel overflowed (e.g. after a divergent step)."""
-    if not torch.isfinite(kernel).all():
+    if not torch.compiler.is_compiling() and not torch.isfinite(kernel).all():  # a check export cannot trace
         raise FloatingPointError(
             f"{type(layer).__name__} (layer {layer.layer_idx}): the SSM kernel has non-finite values; the SSM "
             "parameters diverged (lower the learning rate or ssm_learning_rate)."
@@ -256,16 +298,17 @@ class SSMMixer(nn.Module):
                 "layer sees future positions and has no recurrent form."
             )
 
-    def init_state(self, batch_size: int, device=None, dtype=None) -> tuple[Tensor, ...]:
+    def init_state(self, batch_size: int, device=None, dtype=None) -> MixerState:
         """Zero recurrent state for `batch_size` sequences (real tensors, float32 unless dtype is float64)."""
         self._require_causal()
-        return (self.kernel.init_state(batch_size, device, dtype),)
+        return MixerState(self.kernel.init_state(batch_size, device, dtype))
 
-    def step(self, hidden_state: Tensor, state: tuple[Tensor, ...], attention_mask=None, **kwargs):
+    def step(self, hidden_state: Tensor, state: MixerState, attention_mask=None, **kwargs):
         """One position (B, H) -> (output (B, H), new state); equals `forward` position by position (eval mode)."""
         self._require_causal()
+        (x,) = state.tensors
         with torch.autocast(device_type=hidden_state.device.type, enabled=False):
-            u = hidden_state.to(state[0].dtype)  # (B, H)
-            y, new_state = self.kernel.step(u, state[0])  # (B, H)
+            u = hidden_state.to(x.dtype)  # (B, H)
+            y, new_state = self.kernel.step(u, x)  # (B, H)
             y = y + self.D.to(u.dtype) * u
-        return self._output(y.to(hidden_state.dtype)), (new_state,)
+        return self._output(y.to(hidden_state.dtype)), MixerState(new_state)

@@ -1,0 +1,113 @@
+"""The generation cache of spt_hf's causal models: what every mixer carries from one position to the next.
+
+A transformers `Cache` whose layers hold, for each residual block of a `SequenceLayer`, a `MixerState` (or None for
+position-wise blocks such as the feed-forward): the recurrent state of an SSM (O(1) memory per token), or the keys and
+values of attention (bounded by the window for block-local attention). transformers' generation uses it like its own
+caches: beam search reorders it, `num_return_sequences` repeats it, assisted decoding crops it where that is possible
+(attention without a window) and refuses otherwise (recurrent states cannot be rolled back: `_is_stateful`).
+"""
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+from transformers.cache_utils import Cache
+
+
+class MixerState:
+    """Tensors a mixer carries between positions, batch first. Recurrent states cannot give back positions."""
+
+    croppable = False
+
+    def __init__(self, *tensors: Tensor):
+        self.tensors = tuple(tensors)
+
+    def map_batch(self, function: Callable[[Tensor], Tensor]) -> None:
+        """Apply a batch operation (selection, repetition) to every tensor."""
+        self.tensors = tuple(function(t) if torch.is_tensor(t) and t.dim() else t for t in self.tensors)
+
+    def crop(self, tokens: int) -> None:
+        """Forget the last `tokens` positions."""
+        raise ValueError(
+            f"{type(self).__name__}: a recurrent state holds no history, so positions cannot be removed from it."
+        )
+
+
+class SequenceCacheLayer:
+    """The states of one SequenceLayer's blocks (None for position-wise blocks)."""
+
+    is_compileable = False
+    supports_early_init = False
+    is_sliding = False
+
+    def __init__(self, states: list[MixerState | None]):
+        self.states = states
+
+    def _states(self) -> list[MixerState]:
+        return [state for state in self.states if state is not None]
+
+    @property
+    def is_croppable(self) -> bool:
+        return all(state.croppable for state in self._states())
+
+    @property
+    def is_initialized(self) -> bool:
+        return True
+
+    @property
+    def batch_size(self) -> int:
+        tensors = [t for state in self._states() for t in state.tensors if torch.is_tensor(t) and t.dim()]
+        return tensors[0].shape[0] if tensors else -1
+
+    def get_max_length(self) -> int:
+        return -1
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        for state in self._states():
+            state.map_batch(lambda t: t.index_select(0, beam_idx.to(t.device)))
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        for state in self._states():
+            state.map_batch(lambda t: t.repeat_interleave(repeats, dim=0))
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        for state in self._states():
+            state.map_batch(lambda t: t[indices.to(t.device)])
+
+    def crop(self, tokens_to_remove: int) -> None:
+        for state in self._states():
+            state.crop(tokens_to_remove)
+
+    def offload(self) -> None:
+        pass
+
+    def prefetch(self) -> None:
+        pass
+
+
+class SequenceCache(Cache):
+    """The state of every mixer after the positions seen so far (`seen_tokens`). It starts empty and is filled by
+    the first forward pass that uses it, with the batch size of its inputs."""
+
+    def __init__(self, layer_states: list[list[MixerState | None]] | None = None):
+        super().__init__(layers=[SequenceCacheLayer(states) for states in layer_states or []])
+        self.seen_tokens = 0
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.seen_tokens
+
+    @property
+    def is_initialized(self) -> bool:
+        return bool(self.layers)
+
+    def crop(self, tokens_to_remove: int) -> None:
+        """Forget the last `-tokens_to_remove` positions (transformers' convention: a negative count)."""
+        if tokens_to_remove > 0:
+            raise ValueError(f"`crop` takes a negative number of positions to remove, got {tokens_to_remove}.")
+        if tokens_to_remove == 0:
+            return
+        super().crop(tokens_to_remove)
+        self.seen_tokens += tokens_to_remove
+
+    def reset(self) -> None:
+        self.layers, self.seen_tokens = [], 0
