@@ -66,3 +66,23 @@ def test_bench_long_reports_memory_per_token():
     assert len(rows) == 4 and all("error" not in row for row in rows), rows
     assert {row["checkpointing"] for row in rows} == {False, True}
     assert all(row["mib_per_1k_tokens"] >= 0 for row in rows)
+
+
+@pytest.mark.slow
+def test_bench_compile_compares_compiled_and_eager_steps():
+    """Inductor compiles for about 30 s per model on 2 cores: slow (make test-slow)."""
+    (row,) = run_script("bench_compile.py", "--models", "s4d", "--d", "16", "--length", "32", "--batch", "2",
+                        "--steps", "1", timeout=900)  # fmt: skip
+    assert row["first_compiled_call_s"] > 0 and row["eager_step_s"] > 0 and row["compiled_step_s"] > 0
+    assert row["grad_diff"] < 1e-4
+
+
+@pytest.mark.slow
+def test_bench_data_compares_the_cache_with_float32_arrays(tmp_path):
+    """Generates a small Pathfinder split and measures its cache against the float32 reference (about 1 min)."""
+    from spt_hf.data import generate_data
+
+    generate_data("pathfinder", tmp_path / "pf", 40, 8, 8, seed=0)
+    (row,) = run_script("bench_data.py", "--tasks", "pathfinder", "--data-dir", f"pathfinder={tmp_path / 'pf'}",
+                        "--batches", "1", timeout=900)  # fmt: skip
+    assert row["identical_batches"] and row["cache_train_mib"] < row["reference_train_mib"]
