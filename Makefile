@@ -14,7 +14,7 @@ export TOKENIZERS_PARALLELISM ?= false
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e ".[test,dev,extras]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[test,dev,extras,cluster]"
 	touch $(STAMP)
 
 demo: $(STAMP)

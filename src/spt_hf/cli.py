@@ -3,6 +3,7 @@
     spt-hf spt --config RECIPE.yaml [--key value ...]        self-pretraining (alias: spt-hf pretrain)
     spt-hf finetune --config RECIPE.yaml [--key value ...]   finetuning from --model_name_or_path, or from scratch
     spt-hf run --config RECIPE-spt.yaml [--with-scratch]     SPT, finetuning (and the scratch baseline), the report
+    spt-hf compare --tasks T... --architectures A... [...]   the comparison table over seeds, resumable
     spt-hf report RUN_DIR [RUN_DIR ...]                      the comparison table and plots of finished runs
     spt-hf push RUN_OR_CHECKPOINT_DIR --repo-id NAME         a checkpoint and its model card to the Hub
     spt-hf generate-data TASK --out DIR --num-train N ...    ListOps / Pathfinder data in the LRA layout
@@ -86,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--finetune-config", metavar="RECIPE.yaml", help="default: <name>-finetune.yaml")
             sub.add_argument("--with-scratch", action="store_true", help="also train the scratch baseline")
 
+    text = "the comparison table (tasks x architectures x seeds, scratch and SPT), run or resumed, then the report"
+    add_compare_arguments(command("compare", compare_command, text))
+
     report = command("report", report_command, "Markdown table and PNG plots of finished run folders")
     report.add_argument("run_dirs", nargs="+", help="folders holding results.json files")
     report.add_argument("--out", help="where report.md and the plots go (default: the first folder)")
@@ -115,6 +119,33 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     demo.add_argument("--architectures", nargs="+", default=["transformer"])
     return parser
+
+
+def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(takes_overrides=True)
+    parser.add_argument("--config", metavar="COMPARE.yaml", help="the comparison as YAML (keys: the options below)")
+    parser.add_argument("--tasks", nargs="+", help="tasks, as in the recipe names (listops, text, digits, ...)")
+    parser.add_argument("--architectures", nargs="+", help="architectures, as in the recipe names (s4, dlr, ...)")
+    parser.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0 1 2)")
+    parser.add_argument("--recipes-dir", help="recipes (the paper's, default), recipes/cpu, or a folder")
+    parser.add_argument("--output-dir", help="run folders and the report (default runs/compare)")
+    parser.add_argument("--with-scratch", action=argparse.BooleanOptionalAction, default=None,
+                        help="train the scratch baseline too (default: yes)")  # fmt: skip
+    parser.add_argument("--no-scratch", dest="with_scratch", action="store_false", default=None,
+                        help="the same as --no-with-scratch")  # fmt: skip
+    parser.add_argument("--num-train-examples", nargs="+", help="training set sizes (`full` for all of it)")
+    parser.add_argument("--budget", choices=("equal", "tied"), help="default: as the recipes say (total_steps)")
+    parser.add_argument("--launcher", choices=("local", "submitit", "ray"))
+    parser.add_argument("--max-parallel", type=int, help="phases at once (local launcher)")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and what is finished; run nothing")
+    parser.add_argument("--accelerate-config", help="run each phase under `accelerate launch --config_file` this")
+    parser.add_argument("--submitit-cluster", choices=("slurm", "local", "debug"), help="default slurm")
+    parser.add_argument("--submitit-partition", help="Slurm partition")
+    parser.add_argument("--submitit-timeout-min", type=int, help="Slurm time limit per phase, minutes")
+    parser.add_argument("--submitit-gpus-per-node", type=int, help="GPUs per phase")
+    parser.add_argument("--ray-address", help="a running Ray cluster (default: a local instance)")
+    parser.add_argument("--ray-num-cpus", type=float, help="CPUs per phase (default 1)")
+    parser.add_argument("--ray-num-gpus", type=float, help="GPUs per phase (default 0)")
 
 
 def add_generate_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
@@ -195,6 +226,32 @@ def recipe_pair(config: str, finetune_config: str | None) -> tuple[str, str]:
             )
         finetune_config = str(path.with_name(path.name.replace("-spt", "-finetune")))
     return str(path), str(find_recipe(finetune_config))
+
+
+def compare_command(args, rest) -> int:
+    from .compare import CompareSpec, run_compare
+    from .training.arguments import parse_overrides, read_recipe_file
+
+    values = read_recipe_file(Path(args.config)) if args.config else {}
+    for key in ("tasks", "architectures", "seeds", "recipes_dir", "output_dir", "with_scratch", "budget", "launcher",
+                "max_parallel", "accelerate_config"):  # fmt: skip
+        if getattr(args, key) is not None:
+            values[key] = getattr(args, key)
+    if args.num_train_examples is not None:
+        values["num_train_examples"] = [None if n == "full" else int(n) for n in args.num_train_examples]
+    for prefix in ("submitit", "ray"):
+        extra = {k.removeprefix(prefix + "_"): v for k, v in vars(args).items() if k.startswith(prefix + "_")}
+        values[prefix] = {**values.get(prefix, {}), **{k: v for k, v in extra.items() if v is not None}}
+    values["overrides"] = {**values.get("overrides", {}), **parse_overrides(rest)}
+    unknown = sorted(set(values) - set(CompareSpec.__dataclass_fields__))
+    if unknown:
+        raise ValueError(f"Unknown comparison key(s) {unknown}; allowed: {sorted(CompareSpec.__dataclass_fields__)}.")
+    if "tasks" not in values or "architectures" not in values:
+        raise ValueError("`spt-hf compare` needs --tasks and --architectures (or a --config YAML that lists them).")
+    result = run_compare(CompareSpec(**values), dry_run=args.dry_run)
+    if not args.dry_run:
+        print(result.report)
+    return 0 if args.dry_run or result.ok else 1
 
 
 def report_command(args, rest) -> int:

@@ -1,30 +1,21 @@
-"""The README's main job: self-pretraining vs training from scratch on real data that installs offline.
+"""The README's main job: self-pretraining vs training from scratch on real data that installs offline, as one
+`spt-hf compare` call.
 
 Task: scikit-learn's bundled digits (1,797 real 8x8 scans; intensities 0-16 as 64 tokens; 500 train / 400
-validation / 897 test). For each architecture and seed, `spt-hf run` trains masked SPT on the 500 training images
-only, finetunes from it, and trains the same classifier from scratch; the recipe ties compute (`total_steps`: SPT
-and finetuning share the budget the scratch baseline gets alone). The table gives test accuracy mean ± standard
-deviation over seeds. Runs on CPU in a few minutes, without network.
+validation / 897 test). For each architecture and seed the comparison trains masked SPT on the 500 training images
+only, finetunes from it, and trains the same classifier from scratch, with the shipped recipes
+`cpu/digits-<arch>-{spt,finetune}.yaml` (the Transformer's ties compute: SPT and finetuning share the budget the
+scratch baseline gets alone). The table gives test accuracy mean ± standard deviation over seeds. Runs on CPU in a
+few minutes, without network; run again, it reuses every finished phase.
 """
 
 import time
 from pathlib import Path
 
-from .training import load_recipe
+from .compare import CompareSpec, run_compare
+from .compare.plan import available_pairs, recipe_pair
 from .training.arguments import RECIPES_DIR
-from .training.pipeline import run
-from .training.report import comparison_rows, find_results, markdown_table, report
-
-
-def recipe_paths(architecture: str) -> tuple[Path, Path]:
-    """The shipped CPU recipes `cpu/digits-<architecture>-{spt,finetune}.yaml`."""
-    spt = RECIPES_DIR / "cpu" / f"digits-{architecture}-spt.yaml"
-    if not spt.is_file():
-        available = sorted(
-            p.name.removeprefix("digits-").removesuffix("-spt.yaml") for p in spt.parent.glob("digits-*-spt.yaml")
-        )
-        raise ValueError(f"No demo recipe for {architecture!r}; available: {available}.")
-    return spt, spt.with_name(spt.name.replace("-spt", "-finetune"))
+from .training.report import comparison_rows, find_results, markdown_table
 
 
 def run_demo(
@@ -34,18 +25,23 @@ def run_demo(
     overrides: dict | None = None,
 ) -> str:
     start = time.perf_counter()
-    root = Path(output_dir)
     for architecture in architectures:
-        spt_path, finetune_path = recipe_paths(architecture)
-        for seed in seeds:
-            keys = {**(overrides or {}), "seed": seed, "output_dir": str(root / architecture / f"seed{seed}")}
-            print(f"== {architecture}, seed {seed}: SPT, finetune, scratch ==", flush=True)
-            spt_recipe = load_recipe(spt_path, keys, phase="spt")
-            run(spt_recipe, load_recipe(finetune_path, keys, phase="finetune"), with_scratch=True)
-    report([root])
+        try:
+            recipe_pair("recipes/cpu", "digits", architecture)
+        except FileNotFoundError:
+            available = sorted(a for t, a in available_pairs(RECIPES_DIR / "cpu") if t == "digits")
+            raise ValueError(f"No demo recipe for {architecture!r}; available: {available}.") from None
+    spec = CompareSpec(
+        tasks=["digits"], architectures=list(architectures), seeds=list(seeds), recipes_dir="recipes/cpu",
+        output_dir=output_dir, overrides=dict(overrides or {}),
+    )  # fmt: skip
+    result = run_compare(spec)
+    root = Path(output_dir)
     table = markdown_table(comparison_rows(find_results([root])))
     minutes = (time.perf_counter() - start) / 60
     print(f"\nTest accuracy on digits (mean ± sd over seeds {list(seeds)}), {minutes:.1f} min:\n\n{table}\n")
-    print(f"Checkpoints and results.json: {root}/<arch>/seed<k>/{{spt,finetune,scratch}}")
-    print(f"Report: {root}/report.md, {root}/learning_curves.png, {root}/test_metrics.png, {root}/results.csv")
+    print(f"Checkpoints and results.json: {root}/digits/<arch>/full/seed<k>/{{spt,finetune,scratch}}")
+    print(f"Report: {root}/report.md, {root}/learning_curves.png, {root}/test_metrics.png, {root}/runs.csv")
+    if not result.ok:
+        raise RuntimeError(f"The demo's comparison did not finish: {result.problems}")
     return table

@@ -66,4 +66,4 @@ def test_the_demo_runs_outside_the_checkout(installed):
     out = run([str(bin_dir / "spt-hf"), "demo", "--seeds", "0", "--output-dir", "runs/demo", *TINY], work, env).stdout
     assert "Test accuracy on digits" in out
     assert (work / "runs" / "demo" / "report.md").is_file()
-    assert (work / "runs" / "demo" / "transformer" / "seed0" / "scratch" / "results.json").is_file()
+    assert (work / "runs" / "demo" / "digits" / "transformer" / "full" / "seed0" / "scratch" / "results.json").is_file()

@@ -69,10 +69,10 @@ def test_report_writes_tables_per_seed_files_and_plots_and_says_where(tmp_path, 
     fake_run(tmp_path / "runs" / "tf-1", 1, 0.57, 0.80, model_type="spt_rotary_transformer")
     text = report([tmp_path / "runs"], tmp_path / "out")
     assert f"report written to {tmp_path / 'out' / 'report.md'}" in capsys.readouterr().out
-    assert "| digits | s4 | — | accuracy | 71.0 ± 1.4 (n=2) | 100 | 82.0 ± 2.8 (n=2) | 50 + 100 | +11.0 |" in text
+    assert "| digits | spt_s4 | — | accuracy | 71.0 ± 1.4 (n=2) | 100 | 82.0 ± 2.8 (n=2) | 50 + 100 | +11.0 |" in text
     assert "**71.0 → 82.0**" in text  # the best after SPT in its column
     assert "best SSM − Transformer: from scratch +15.0, after SPT +3.0" in text
-    with open(tmp_path / "out" / "results.csv") as handle:
+    with open(tmp_path / "out" / "runs.csv") as handle:
         records = list(csv.DictReader(handle))
     assert len(records) == 8 and {r["kind"] for r in records} == {"scratch", "spt"}
     assert all((tmp_path / "out" / name).stat().st_size > 0 for name in ("learning_curves.png", "test_metrics.png"))

@@ -342,6 +342,13 @@ def validate_recipe(recipe: Recipe, phase: str | None = None) -> None:
         raise ValueError(f"`total_steps` must be at least 2 (one step per phase), got {spt.total_steps}.")
     if recipe.data.validation_from not in ("train", "test"):
         raise ValueError(f"`validation_from` must be 'train' or 'test', got {recipe.data.validation_from!r}.")
+    if recipe.data.generate_data and recipe.data.data_dir is None:
+        from ..data.generators import GENERATED_TASKS
+
+        if recipe.data.task not in GENERATED_TASKS:
+            raise ValueError(
+                f"`generate_data` works for {list(GENERATED_TASKS)}, not {recipe.data.task!r}; set `data_dir`."
+            )
     if phase == "spt":
         bidirectional = spt_bidirectional(recipe)
         if recipe.model_config.get("bidirectional", bidirectional) != bidirectional:

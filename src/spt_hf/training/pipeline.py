@@ -134,15 +134,19 @@ def finetune(recipe: Recipe, callbacks: list | None = None) -> dict:
     validate_recipe(recipe, phase)
     recipe = in_phase_dir(recipe, phase)
     ensure_push_credentials(recipe.training)
-    folder, extra = None, {}
-    if source is not None:
-        folder = checkpoint_folder(source)  # a Hub id: its snapshot, so a pushed checkpoint gets the same checks
+    folder = None if source is None else checkpoint_folder(source)  # a Hub id: its snapshot, checked the same way
+    if folder is not None:
         verify_recorded_digests(folder)  # a flipped byte since the SPT phase wrote it -> checksum error
-        extra = {"init.weights_sha256": file_digests(folder)}  # a changed SPT checkpoint is a changed recipe
-    with open_phase(recipe, extra) as (status, fingerprint):
+    with open_phase(recipe, phase_extra(folder)) as (status, fingerprint):
         if status.state == "finished":
             return _finished(phase, recipe, status.results)
         return _finetune(recipe, phase, folder, fingerprint, callbacks)
+
+
+def phase_extra(source_folder: Path | None) -> dict:
+    """What a finetuning phase's fingerprint adds to its recipe: the files of the checkpoint it starts from (a changed
+    SPT checkpoint is a changed recipe)."""
+    return {} if source_folder is None else {"init.weights_sha256": file_digests(source_folder)}
 
 
 def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict, callbacks: list | None) -> dict:

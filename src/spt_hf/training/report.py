@@ -9,7 +9,7 @@ Outputs (into the report folder):
 - `report.md`: per (task, architecture) the scratch and SPT + finetune test metric (mean ± sd, n) with the steps of
   each side; the paper-style table (rows architectures, columns tasks and their average, cells "scratch → SPT", the
   best per column in bold); the Transformer–SSM gap before and after SPT.
-- `results.csv` and `results.json`: every run's numbers (one line per seed).
+- `runs.csv` and `runs.json`: every run's numbers (one line per seed).
 - `learning_curves.png`: one panel per task, one colour per architecture, scratch dashed and SPT solid, the mean
   over seeds with a band (min to max); x in optimiser steps, SPT steps included for compute-tied runs.
 - `test_metrics.png`: a dot per seed of each row's test metric, scratch and SPT + finetune side by side.
@@ -78,9 +78,9 @@ def find_results(paths: list[str | Path]) -> list[dict]:
 
 
 def architecture_name(result: dict) -> str:
-    """`s4`, `dlr`, `rotary_transformer`, `backbone (mamba)`: the model type without spt_hf's prefix."""
+    """The model type, and the backbone's for `spt_backbone`: `spt_s4`, `spt_backbone (mamba)`."""
     config = result.get("model_config", {})
-    name = result.get("model_type", "?").removeprefix("spt_")
+    name = result.get("model_type", "?")
     backbone = (config.get("backbone_config") or {}).get("model_type") if isinstance(config, dict) else None
     return f"{name} ({backbone})" if backbone else name
 
@@ -260,8 +260,8 @@ def transformer_ssm_gap(rows: list[Row]) -> str:
     means = _cell_means(rows)
     lines = []
     for task in sorted({t for _, t in means}):
-        transformer = means.get(("rotary_transformer", task))
-        ssms = [means[(a, task)] for a, t in means if t == task and f"spt_{a}" in SSM_TYPES]
+        transformer = means.get(("spt_rotary_transformer", task))
+        ssms = [means[(a, task)] for a, t in means if t == task and a in SSM_TYPES]
         if not transformer or not ssms:
             continue
         parts = []
@@ -285,14 +285,14 @@ def write_per_seed(rows: list[Row], out: Path) -> list[Path]:
         for row in rows
         for run in row.runs
     ]
-    (out / "results.json").write_text(json.dumps(records, indent=2))
-    with open(out / "results.csv", "w", newline="") as handle:
+    (out / "runs.json").write_text(json.dumps(records, indent=2))
+    with open(out / "runs.csv", "w", newline="") as handle:
         columns = ["task", "architecture", "variant", "kind", "seed", "metric", "test", "validation", "steps",
                    "spt_steps", "path"]  # fmt: skip
         writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(records)
-    return [out / "results.csv", out / "results.json"]
+    return [out / "runs.csv", out / "runs.json"]
 
 
 def _mean_curve(runs: list[Run]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:

@@ -160,6 +160,12 @@ def recipe_fingerprint(recipe_dict: dict, extra: dict | None = None) -> tuple[st
     return hashlib.sha256(canonical.encode()).hexdigest(), json.loads(canonical)
 
 
+def phase_fingerprint(recipe, extra: dict | None = None) -> tuple[str, dict]:
+    """The fingerprint a phase records for `recipe` (in its phase folder): the recipe, the number of processes and
+    `extra` facts (the checkpoint finetuning starts from)."""
+    return recipe_fingerprint(recipe.to_dict(), {"world_size": recipe.training.world_size, **(extra or {})})
+
+
 def describe_changes(before: dict, after: dict, limit: int = 12) -> str:
     keys = sorted(k for k in set(before) | set(after) if before.get(k, "<unset>") != after.get(k, "<unset>"))
     lines = [f"{k}: {before.get(k, '<unset>')} -> {after.get(k, '<unset>')}" for k in keys[:limit]]
@@ -230,7 +236,7 @@ def open_phase(recipe, extra: dict | None = None) -> Iterator[tuple[PhaseStatus,
     the status and the recipe fingerprint ({"sha256", "entries"}) that results.json records."""
     training = recipe.training
     folder = Path(training.output_dir)
-    fingerprint, entries = recipe_fingerprint(recipe.to_dict(), {"world_size": training.world_size, **(extra or {})})
+    fingerprint, entries = phase_fingerprint(recipe, extra)
     lock = PhaseLock(folder)
     main = training.process_index == 0
     try:

@@ -1,0 +1,142 @@
+"""`spt-hf compare`: the plan, running it (each phase its own `spt-hf` process), running nothing the second time,
+reporting a changed recipe instead of mixing it in, the report equal to the phases' results.json, a killed compare
+resumed, and the submitit (local cluster) and Ray (local instance) launchers giving the local launcher's table."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from spt_hf.cli import main as cli_main
+from spt_hf.compare import CompareSpec, run_compare
+
+TINY = {"max_steps": 2, "total_steps": 4, "eval_steps": 2, "save_steps": 2, "logging_steps": 1, "hidden_size": 16,
+        "num_hidden_layers": 1, "per_device_eval_batch_size": 64}  # fmt: skip
+LISTOPS = {"generate_data": {"num_train": 64, "num_val": 16, "num_test": 16, "min_length": 8, "max_length": 40,
+                             "max_depth": 3}}  # fmt: skip
+
+
+def spec(root: Path, **changes) -> CompareSpec:
+    values = {"tasks": ["digits"], "architectures": ["transformer", "dlr"], "seeds": [0], "recipes_dir": "recipes/cpu",
+              "output_dir": str(root / "cmp"), "max_parallel": 2, "overrides": dict(TINY)}  # fmt: skip
+    return CompareSpec(**{**values, **changes})
+
+
+def phase_results(root: Path) -> dict[str, dict]:
+    return {str(p.parent.relative_to(root)): json.loads(p.read_text()) for p in root.rglob("*/results.json")
+            if p.parent.name in ("spt", "finetune", "scratch")}  # fmt: skip
+
+
+def assert_report_equals_results(out: Path) -> None:
+    """Every per-seed row of runs.csv is the test metric its phase's results.json holds."""
+    with open(out / "runs.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows
+    for row in rows:
+        results = json.loads((Path(row["path"]) / "results.json").read_text())
+        assert float(row["test"]) == results["metrics"]["test"][f"test_{row['metric']}"]
+        assert int(row["steps"]) == results["budget"]["steps"]
+
+
+def test_a_comparison_runs_then_runs_nothing_then_reports_a_changed_recipe(tmp_path, capsys):
+    result = run_compare(spec(tmp_path))
+    assert result.ok and len(result.plan) == 6 and set(result.states.values()) == {"done"}
+    out = tmp_path / "cmp"
+    written = phase_results(out)
+    assert len(written) == 6
+    tied = written["digits/transformer/full/seed0/scratch"]["budget"]["steps"]
+    assert tied == 4 and written["digits/transformer/full/seed0/spt"]["budget"]["steps"] == 2  # the recipe ties budgets
+    assert_report_equals_results(out)
+    text = (out / "report.md").read_text()
+    assert "| digits | spt_rotary_transformer |" in text and "| digits | spt_dlr |" in text
+    stamps = {p: p.stat().st_mtime_ns for p in out.rglob("results.json")}
+    capsys.readouterr()
+
+    again = run_compare(spec(tmp_path))  # the same command: every phase is finished
+    assert set(again.states.values()) == {"skipped"} and again.ok
+    assert "compare: 0 phase(s) to run" in capsys.readouterr().out
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("results.json") if p in stamps} == stamps
+
+    changed = run_compare(spec(tmp_path, overrides={**TINY, "learning_rate": 0.5}))
+    assert not changed.ok and set(changed.states.values()) == {"changed"}
+    assert all("training.learning_rate" in why for why in changed.problems.values())
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("results.json") if p in stamps} == stamps
+
+
+def test_a_missing_recipe_pair_is_an_error_before_anything_runs(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"No recipe pair for task 'digits' and architecture 'gru'.*digits/s4"):
+        run_compare(spec(tmp_path, architectures=["transformer", "gru"]))
+    assert not (tmp_path / "cmp").exists()
+    with pytest.raises(ValueError, match="`budget: tied` needs `total_steps`"):
+        run_compare(spec(tmp_path, architectures=["dlr"], budget="tied", overrides={"max_steps": 2}))
+
+
+def test_the_yaml_form_and_a_dry_run_print_the_plan_and_run_nothing(tmp_path, capsys):
+    config = tmp_path / "compare.yaml"
+    config.write_text(json.dumps({
+        "tasks": ["digits", "listops"], "architectures": ["s4"], "seeds": [0, 1], "recipes_dir": "recipes/cpu",
+        "output_dir": str(tmp_path / "cmp"), "num_train_examples": [100, None], "task_overrides": {"listops": LISTOPS},
+    }))  # fmt: skip
+    assert cli_main(["compare", "--config", str(config), "--dry-run", "--max_steps", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("| listops/s4/n100/seed1/finetune | to run | 3 steps |") == 1
+    assert "| digits/s4/full/seed0/scratch | to run |" in out and "listops/s4/full/seed1/spt |" in out
+    assert not (tmp_path / "cmp").exists()
+
+
+def test_the_graph_runs_a_phase_after_its_dependency_and_blocks_it_when_that_one_failed(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from spt_hf.compare.launchers import run_graph
+    from spt_hf.compare.plan import PhaseJob
+
+    def job(name, depends_on=None):
+        return PhaseJob(name, "spt", "t", "a", "full", 0, Path("r.yaml"), {}, tmp_path, "", depends_on)
+
+    order, events, exits = [], [], {"a/spt": 0, "b/spt": 3}
+    jobs = [job("a/spt"), job("a/ft", "a/spt"), job("b/spt"), job("b/ft", "b/spt"), job("c/ft", "c/spt")]
+    with ThreadPoolExecutor(2) as pool:
+        states = run_graph(jobs, lambda j: pool.submit(lambda: order.append(j.id) or exits.get(j.id, 0)), 2,
+                           lambda j, state, detail: events.append((j.id, state)))  # fmt: skip
+    # c/spt finished in an earlier run (it is not in the plan), so c/ft runs at once
+    assert states == {"a/spt": "done", "a/ft": "done", "b/spt": "failed", "b/ft": "blocked", "c/ft": "done"}
+    assert order.index("a/spt") < order.index("a/ft") and "b/ft" not in order
+    assert ("b/ft", "blocked") in events and len(events) == 4 + 5  # a "running" per started job, one end per job
+
+
+@pytest.mark.slow
+def test_two_tasks_two_architectures_two_seeds_killed_then_resumed(tmp_path):
+    args = ["compare", "--tasks", "digits", "listops", "--architectures", "transformer", "dlr", "--seeds", "0", "1",
+            "--recipes-dir", "recipes/cpu", "--output-dir", str(tmp_path / "cmp"), "--max-parallel", "2"]  # fmt: skip
+    config = tmp_path / "c.yaml"
+    config.write_text(json.dumps({"task_overrides": {"listops": LISTOPS}}))
+    args += ["--config", str(config)] + [f"--{k}={v}" for k, v in TINY.items()]
+    process = subprocess.Popen([sys.executable, "-m", "spt_hf", *args], start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    while len(phase_results(tmp_path / "cmp")) < 5 and process.poll() is None:
+        time.sleep(0.5)
+    os.killpg(process.pid, signal.SIGKILL)  # the compare and the phases it was running
+    process.wait()
+    assert 5 <= len(phase_results(tmp_path / "cmp")) < 24
+    assert cli_main(args) == 0
+    assert len(phase_results(tmp_path / "cmp")) == 24
+    assert_report_equals_results(tmp_path / "cmp")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["submitit", "ray"])
+def test_submitit_and_ray_give_the_table_of_the_local_launcher(launcher, tmp_path):
+    pytest.importorskip(launcher)
+    local = run_compare(spec(tmp_path / "local", architectures=["dlr"], seeds=[0, 1]))
+    options = {"submitit": {"cluster": "local", "timeout_min": 30}} if launcher == "submitit" else {
+        "ray": {"num_cpus": 1}}  # fmt: skip
+    other = run_compare(spec(tmp_path / launcher, architectures=["dlr"], seeds=[0, 1], launcher=launcher, **options))
+    assert local.ok and other.ok
+    tables = [r.report.split("## Architectures")[0].split("\n\n", 2)[-1] for r in (local, other)]
+    assert tables[0] == tables[1] and "| digits | spt_dlr |" in tables[0]
