@@ -327,7 +327,9 @@ def plot_learning_curves(rows: list[Row], out: Path) -> Path:
                 if curve is None:
                     continue
                 steps, mean, low, high = curve
-                ax.plot(steps, mean * _scale(row.metric), style, color=colour, label=f"{label}, {text}")
+                marker = "o" if len(steps) <= 20 else None  # a curve of one evaluation is still seen
+                ax.plot(steps, mean * _scale(row.metric), style, color=colour, marker=marker, markersize=3,
+                        label=f"{label}, {text}")  # fmt: skip
                 ax.fill_between(steps, low * _scale(row.metric), high * _scale(row.metric), color=colour, alpha=0.15)
         metric = next(r.metric for r in rows if r.task == task)
         ax.set_title(f"{task}: validation {metric} (mean over seeds, band min-max)", fontsize=10)
@@ -335,7 +337,7 @@ def plot_learning_curves(rows: list[Row], out: Path) -> Path:
         ax.set_ylabel(f"validation {metric}" + (" (%)" if metric == "accuracy" else ""))
         ax.grid(alpha=0.3)
         if ax.lines:
-            ax.legend(fontsize=8, loc="lower right")
+            ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     path = out / "learning_curves.png"
     fig.savefig(path, dpi=120)
