@@ -176,7 +176,7 @@ class MegaMixer(nn.Module):
         """Attention weights from raw q·k scores (+ bias already added for softmax), softmax or element-wise."""
         if self.config.attention_activation == "softmax":
             scores = scores.masked_fill(~visible, torch.finfo(scores.dtype).min)
-            return F.softmax(scores.float(), dim=-1).to(scores.dtype)
+            return F.softmax(scores.to(compute_dtype(scores)), dim=-1).to(scores.dtype)  # float32 (or 64) sums
         return element_attention_weights(scores, visible, self.config.attention_activation)
 
     def _chunk_length(self, length: int) -> int:
