@@ -2,7 +2,7 @@
 
 Every layer is the spt_hf Transformer's pair of residual blocks (attention, then GELU feed-forward) with block-local
 attention. In the bottom layer the attention block's mixer also runs spt_hf's S4 layer (modeling_s4.S4Mixer, imported,
-not copied) on the same input, and combines the two as SPADE's released code does ("concat"):
+not copied) on the same input, and combines the two as SPADE's released run does (`--s4-local-combine concat`):
 
     Y = W [LN(S4(X)), LN(LocalAttention(X))] + b,   W (H, 2H)
 
