@@ -15,9 +15,8 @@ class SpadeConfig(RotaryTransformerConfig):
     spt_hf's S4 layer run in parallel with the local attention; the two outputs are layer-normalised, concatenated
     and projected back to `hidden_size` (SPADE's "concat" combination). Each layer also has the Transformer's GELU
     feed-forward block. The attention fields (`num_attention_heads`, `intermediate_size`, `attention_dropout`,
-    `position_embedding_type`, `rope_parameters`) are documented in `RotaryTransformerConfig`; the S4 fields
-    (`state_size`, `n_ssm`, `kernel`, `init`, `time_step_min`, `time_step_max`, `ssm_learning_rate`) in `S4Config`,
-    validated by it, with the same defaults (the S4 of the paper: NPLR, HiPPO-LegS, N = 64).
+    `position_embedding_type`, `rope_parameters`) are documented in `RotaryTransformerConfig`. The S4 fields mean what
+    they mean in `S4Config` (which validates them here) and have its defaults: the S4 of the paper.
 
     Args:
         attention_window (`int`, *optional*, defaults to 128):
@@ -27,6 +26,20 @@ class SpadeConfig(RotaryTransformerConfig):
         max_position_embeddings (`int`, *optional*, defaults to 1024):
             The length the S4 branch stores its NPLR kernel for (as `S4Config.max_position_embeddings`; longer inputs
             work, more slowly); also where scaled RoPE types start rescaling.
+        state_size (`int`, *optional*, defaults to 64):
+            State size N of the S4 branch (even: conjugate pairs). SPADE's code uses 64.
+        n_ssm (`int`, *optional*):
+            Independent copies of the S4 state matrix tiled over the features; None: one per feature.
+        kernel (`str`, *optional*, defaults to `"nplr"`):
+            `"nplr"` (the original S4, as SPADE's code) or `"diag"` (S4D).
+        init (`str`, *optional*, defaults to `"legs"`):
+            `"legs"` (HiPPO-LegS) or `"random"`.
+        time_step_min (`float`, *optional*, defaults to 1e-3):
+            Lower end of the log-uniform initialisation of the S4 step size Δ.
+        time_step_max (`float`, *optional*, defaults to 0.1):
+            Upper end of the log-uniform initialisation of Δ.
+        ssm_learning_rate (`float`, *optional*, defaults to 1e-3):
+            Learning rate (no weight decay) of the S4 Λ, P and B; None: the global one. SPADE's code: 1e-3 for A and B.
     """
 
     model_type = "spt_spade"
