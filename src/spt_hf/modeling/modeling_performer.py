@@ -13,7 +13,12 @@ Stabilisation: the exponents are shifted by ±|w_i|²/4 (keys: -, queries: +), w
 every key exponent by |w_i|²/4, and each query by the maximum over its own features (cancels in D⁻¹). Unlike the
 reference codes' maximum over all keys, nothing couples positions: causal outputs never depend on later keys, padded
 keys (zeroed) change nothing, and the recurrent `step` equals `forward`. Features run in float32, autocast disabled.
+
+The features W of each layer are a saved buffer drawn from a saved per-layer seed; in training the backbone redraws
+them every `feature_redraw_interval` forward passes (draw k of each seed), so runs and reloads are deterministic.
 """
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -60,8 +65,11 @@ def positive_features(x: Tensor, projection: Tensor, is_query: bool, real: Tenso
         exponent = exponent - exponent.amax(-1, keepdim=True).detach()  # per query: cancels in D⁻¹
     else:
         exponent = exponent - shift  # <= |w|²/4 for every key
-    features = torch.exp(exponent) * projection.shape[0] ** -0.5
-    return features if real is None else features * real
+    # 1/√m and the padding inside the exponential: autograd then keeps one (B, nh, L, m) tensor per side, not three
+    exponent = exponent - 0.5 * math.log(projection.shape[0])
+    if real is not None:
+        exponent = exponent.masked_fill(real == 0, float("-inf"))  # φ = 0 at padded keys
+    return torch.exp(exponent)
 
 
 def positive(normaliser: Tensor) -> Tensor:
