@@ -1,10 +1,12 @@
 """Long sequences within memory: forward+backward at L=16384, batch 1, for S4 (NPLR and S4D), DLR and the
-Transformer with block-local attention (`--window`, default 512), with and without gradient checkpointing. Each
-configuration runs in its own process; the figures are the peak RSS over setup (VmHWM minus the RSS before the first
-step), that peak per 1,000 tokens (constant when memory is linear in L) and the step time.
+Transformer with block-local attention (`--window`, default 512), with and without gradient checkpointing, and the
+linear-memory baselines: MEGA with chunks of 128, SPADE (blocks of 128), Linformer (k = 256) and Performer (256
+features). Each configuration runs in its own process; the figures are the peak RSS over setup (VmHWM minus the RSS
+before the first step), that peak per 1,000 tokens (constant when memory is linear in L) and the step time.
 
     python benchmarks/bench_long.py                      # d=128, 6 layers, L=16384
     python benchmarks/bench_long.py --lengths 16384 65536 --models s4d dlr transformer-local
+    python benchmarks/bench_long.py --lengths 4096 16384 --models mega-chunk linformer performer spade
 """
 
 import argparse
@@ -21,6 +23,10 @@ MODELS = {
     "s4d": ("spt_s4", {"kernel": "diag"}),
     "dlr": ("spt_dlr", {}),
     "transformer-local": ("spt_rotary_transformer", {"num_attention_heads": 4}),
+    "mega-chunk": ("spt_mega", {"chunk_size": 128}),
+    "spade": ("spt_spade", {"num_attention_heads": 4, "attention_window": 128}),
+    "linformer": ("spt_linformer", {"num_attention_heads": 4, "projected_length": 256}),
+    "performer": ("spt_performer", {"num_attention_heads": 4, "num_random_features": 256}),
 }
 
 
@@ -50,7 +56,7 @@ def probe(name: str, d: int, layers: int, length: int, checkpointing: bool, wind
         times.append(time.perf_counter() - start)
     peak_gib = (status_mib("VmHWM") - before) / 1024
     return {"model": name, "d": d, "layers": layers, "length": length, "checkpointing": checkpointing,
-            "window": window if model_type == "spt_rotary_transformer" else None,
+            "window": extra.get("attention_window"),
             "peak_gib_over_setup": round(peak_gib, 3), "mib_per_1k_tokens": round(peak_gib * 2**10 / length * 1e3, 1),
             "step_s": round(min(times), 2)}  # fmt: skip
 

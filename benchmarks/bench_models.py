@@ -12,6 +12,10 @@ RSS over setup (VmHWM minus the RSS before the first step), on CUDA the peak all
     python benchmarks/bench_models.py --models transformer --d 128 --lengths 16384 --layers 2 --window 512 1024
     python benchmarks/bench_models.py --models transformer s4d --d 128 --lengths 1024 4096
     python benchmarks/bench_models.py --device cuda --dtype bf16   # on a GPU (see gpu_check.sh)
+    python benchmarks/bench_models.py --models mega mega-chunk spade linformer performer --d 128 --lengths 1024 4096
+
+The baselines (MEGA full or chunked by 128, SPADE with blocks of 128, Linformer with k = 256, Performer with 256
+features) have no reference in this script: their rows give tokens/s and peak memory at the same shapes.
 """
 
 import argparse
@@ -29,7 +33,14 @@ MODELS = {
     "s4": ("spt_s4", {"kernel": "nplr", "state_size": 64}),
     "s4d": ("spt_s4", {"kernel": "diag", "state_size": 64}),
     "dlr": ("spt_dlr", {"state_size": 1024}),
+    "mega": ("spt_mega", {"chunk_size": -1}),
+    "mega-chunk": ("spt_mega", {"chunk_size": 128}),
+    "spade": ("spt_spade", {"num_attention_heads": 4, "attention_window": 128}),
+    "linformer": ("spt_linformer", {"num_attention_heads": 4, "projected_length": 256}),
+    "performer": ("spt_performer", {"num_attention_heads": 4, "num_random_features": 256}),
 }
+# Baselines with attention and a GELU feed-forward block (FF x4 as our Transformer); MEGA: hidden and FFN x2.
+ATTENTION_BASELINES = ("spt_spade", "spt_linformer", "spt_performer")
 
 
 def build(name: str, d: int, length: int, layers: int, window: int | None, device, vocab: int = 32, causal=False):
@@ -44,6 +55,10 @@ def build(name: str, d: int, length: int, layers: int, window: int | None, devic
         kwargs.update(intermediate_size=4 * d, attention_window=window)
     else:
         kwargs.update(max_position_embeddings=length)
+    if model_type in ATTENTION_BASELINES:
+        kwargs.update(intermediate_size=4 * d)
+    elif model_type == "spt_mega":
+        kwargs.update(intermediate_size=2 * d, nffn_hidden_size=2 * d, shared_representation_size=min(64, d))
     config = AutoConfig.for_model(model_type, **kwargs)
     attention = {"attn_implementation": "sdpa"} if model_type == "spt_rotary_transformer" else {}
     return AutoModelForSequenceClassification.from_config(config, **attention).to(device)
@@ -106,7 +121,8 @@ def memory_probe(argv: list[str]) -> None:
     if name == "llama":
         model = build_llama(d, layers, device)
     else:
-        model = build(name.split("-")[0], d, length, layers, window, device, causal=name == "transformer-causal")
+        base = name if name in MODELS else name.split("-")[0]  # transformer-causal, transformer-local-<w>
+        model = build(base, d, length, layers, window, device, causal=name == "transformer-causal")
     step = make_step(model, batch, length, device, dtype)
     before = status_mib("VmRSS")
     step()

@@ -28,8 +28,50 @@ TINY_CONFIGS = [
     ("s4d-postbn", "spt_s4", {"kernel": "diag", "state_size": 8, "norm_type": "batchnorm", "prenorm": False}),
     ("s4-random-init", "spt_s4", {"init": "random", "state_size": 8, "max_position_embeddings": 16}),
     ("dlr", "spt_dlr", {"state_size": 16}),
+    (
+        "mega-chunk-laplace",
+        "spt_mega",
+        {
+            "ema_projection_size": 4,
+            "shared_representation_size": 16,
+            "intermediate_size": 64,
+            "nffn_hidden_size": 64,
+            "chunk_size": 5,
+            "attention_activation": "laplace",
+        },
+    ),  # fmt: skip
+    (
+        "spade",
+        "spt_spade",
+        {
+            "num_attention_heads": 4,
+            "intermediate_size": 64,
+            "attention_window": 4,
+            "state_size": 8,
+            "max_position_embeddings": 16,
+        },
+    ),  # fmt: skip
+    (
+        "linformer-layerwise",
+        "spt_linformer",
+        {
+            "num_attention_heads": 4,
+            "intermediate_size": 64,
+            "projected_length": 8,
+            "projection_sharing": "layerwise",
+            "max_position_embeddings": 32,
+        },
+    ),  # fmt: skip
+    ("performer", "spt_performer", {"num_attention_heads": 4, "intermediate_size": 64, "num_random_features": 16}),
 ]
 TINY_IDS = [entry[0] for entry in TINY_CONFIGS]
+
+
+def has_causal_form(entry) -> bool:
+    """Whether the entry's architecture has a causal form (Linformer has none: no causal heads, no generation)."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    return CONFIG_MAPPING[entry[1]].has_causal_form
 
 
 def make_config(entry, input_kind: str = "tokens", **overrides):

@@ -13,16 +13,49 @@ from transformers import (
 )
 
 from .auto import AutoModelForRetrieval
-from .modeling import modeling_dlr, modeling_rotary_transformer, modeling_s4
+from .modeling import (
+    modeling_dlr,
+    modeling_linformer,
+    modeling_mega,
+    modeling_performer,
+    modeling_rotary_transformer,
+    modeling_s4,
+    modeling_spade,
+)
 from .modeling.configuration_dlr import DLRConfig
+from .modeling.configuration_linformer import LinformerConfig
+from .modeling.configuration_mega import MegaConfig
+from .modeling.configuration_performer import PerformerConfig
 from .modeling.configuration_rotary_transformer import RotaryTransformerConfig
 from .modeling.configuration_s4 import S4Config
+from .modeling.configuration_spade import SpadeConfig
 from .modeling.modeling_dlr import (
     DLRForCausalLM,
     DLRForMaskedLM,
     DLRForRetrieval,
     DLRForSequenceClassification,
     DLRModel,
+)
+from .modeling.modeling_linformer import (
+    LinformerForCausalLM,
+    LinformerForMaskedLM,
+    LinformerForRetrieval,
+    LinformerForSequenceClassification,
+    LinformerModel,
+)
+from .modeling.modeling_mega import (
+    MegaForCausalLM,
+    MegaForMaskedLM,
+    MegaForRetrieval,
+    MegaForSequenceClassification,
+    MegaModel,
+)
+from .modeling.modeling_performer import (
+    PerformerForCausalLM,
+    PerformerForMaskedLM,
+    PerformerForRetrieval,
+    PerformerForSequenceClassification,
+    PerformerModel,
 )
 from .modeling.modeling_rotary_transformer import (
     RotaryTransformerForCausalLM,
@@ -37,6 +70,13 @@ from .modeling.modeling_s4 import (
     S4ForRetrieval,
     S4ForSequenceClassification,
     S4Model,
+)
+from .modeling.modeling_spade import (
+    SpadeForCausalLM,
+    SpadeForMaskedLM,
+    SpadeForRetrieval,
+    SpadeForSequenceClassification,
+    SpadeModel,
 )
 
 __version__ = "0.1.0"
@@ -65,6 +105,10 @@ def _register(config_cls, modeling_module) -> None:
 _register(RotaryTransformerConfig, modeling_rotary_transformer)
 _register(S4Config, modeling_s4)
 _register(DLRConfig, modeling_dlr)
+_register(MegaConfig, modeling_mega)
+_register(SpadeConfig, modeling_spade)
+_register(LinformerConfig, modeling_linformer)
+_register(PerformerConfig, modeling_performer)
 
 __all__ = [
     "AutoModelForRetrieval",
@@ -86,4 +130,28 @@ __all__ = [
     "RotaryTransformerForCausalLM",
     "RotaryTransformerForSequenceClassification",
     "RotaryTransformerForRetrieval",
+    "MegaConfig",
+    "MegaModel",
+    "MegaForMaskedLM",
+    "MegaForCausalLM",
+    "MegaForSequenceClassification",
+    "MegaForRetrieval",
+    "SpadeConfig",
+    "SpadeModel",
+    "SpadeForMaskedLM",
+    "SpadeForCausalLM",
+    "SpadeForSequenceClassification",
+    "SpadeForRetrieval",
+    "LinformerConfig",
+    "LinformerModel",
+    "LinformerForMaskedLM",
+    "LinformerForCausalLM",
+    "LinformerForSequenceClassification",
+    "LinformerForRetrieval",
+    "PerformerConfig",
+    "PerformerModel",
+    "PerformerForMaskedLM",
+    "PerformerForCausalLM",
+    "PerformerForSequenceClassification",
+    "PerformerForRetrieval",
 ]

@@ -45,19 +45,20 @@ def test_bench_layers_bf16_autocast_runs():
 
 @pytest.mark.parametrize("length", [256, 512])  # at or below --local-from: against Llama; above: block-local
 def test_bench_models_compares_against_its_references(length):
-    rows = run_script("bench_models.py", "--models", "transformer", "s4d", "--d", "16", "--lengths", str(length),
-                      "--layers", "1", "--batch", "1", "--repeats", "1", "--window", "64", "128", "--local-from",
-                      "256", *(["--no-memory"] if length > 256 else []))  # fmt: skip
+    baselines = ["mega-chunk", "linformer", "performer"] if length > 256 else []  # timed in-process, no reference
+    rows = run_script("bench_models.py", "--models", "transformer", "s4d", *baselines, "--d", "16", "--lengths",
+                      str(length), "--layers", "1", "--batch", "1", "--repeats", "1", "--window", "64", "128",
+                      "--local-from", "256", *(["--no-memory"] if length > 256 else []))  # fmt: skip
     models = {row["model"]: row for row in rows if "model" in row}
     if length == 256:
         assert models["transformer (causal)"]["reference"] == "Llama (transformers, SDPA)"
     else:
-        assert {"transformer, block-local w=64", "transformer, block-local w=128"} <= set(models)
+        assert {"transformer, block-local w=64", "transformer, block-local w=128", *baselines} <= set(models)
         assert models["transformer, block-local w=64"]["reference"] == "full SDPA attention"
     for row in models.values():
         assert row["tokens_per_s"] > 0
         assert ("peak_gib" in row) == (length == 256)
-        assert ("over_reference" in row) == (row["model"] != "s4d")
+        assert ("over_reference" in row) == (row["model"] not in ("s4d", *baselines))
 
 
 def test_bench_long_reports_memory_per_token():

@@ -20,6 +20,18 @@ ARCHITECTURES = {
     "s4": {"model_type": "spt_s4", "state_size": 8},
     "dlr": {"model_type": "spt_dlr", "state_size": 16},
 }
+# The paper's other baselines: the same end-to-end run, in the slow suite (the demo's CPU recipes run them too).
+BASELINES = {
+    "mega": {"model_type": "spt_mega", "intermediate_size": 32, "nffn_hidden_size": 32, "shared_representation_size": 8,
+             "ema_projection_size": 4},
+    "spade": {"model_type": "spt_spade", "num_attention_heads": 2, "intermediate_size": 32, "attention_window": 8,
+              "state_size": 8, "kernel": "diag"},
+    "linformer": {"model_type": "spt_linformer", "num_attention_heads": 2, "intermediate_size": 32,
+                  "projected_length": 8},
+    "performer": {"model_type": "spt_performer", "num_attention_heads": 2, "intermediate_size": 32,
+                  "num_random_features": 16},
+}  # fmt: skip
+ARCHITECTURE_PARAMS = [*ARCHITECTURES, *(pytest.param(name, marks=pytest.mark.slow) for name in BASELINES)]
 TINY_TRAINING = {
     "hidden_size": 16,
     "num_hidden_layers": 1,
@@ -53,10 +65,10 @@ def write_recipe(path: Path, **values) -> Path:
     return path
 
 
-@pytest.mark.parametrize("arch", list(ARCHITECTURES))
+@pytest.mark.parametrize("arch", ARCHITECTURE_PARAMS)
 @pytest.mark.parametrize("data", [LISTOPS, DIGITS], ids=["listops-tokens", "digits-continuous"])
 def test_pretrain_finetune_report_end_to_end(arch, data, tmp_path):
-    common = {**data, **ARCHITECTURES[arch], **TINY_TRAINING}
+    common = {**data, **{**ARCHITECTURES, **BASELINES}[arch], **TINY_TRAINING}
     spt = write_recipe(tmp_path / "x-spt.yaml", **common, objective="masked", output_dir=str(tmp_path / "run"))
     write_recipe(tmp_path / "x-finetune.yaml", **common, output_dir=str(tmp_path / "run"))
 

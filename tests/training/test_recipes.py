@@ -27,14 +27,20 @@ SPT = [p for p in ALL if p.stem.endswith("-spt")]
 FINETUNE = [p for p in ALL if p.stem.endswith("-finetune")]
 PAPER = [p for p in ALL if p.parent.name != "cpu"]
 CPU = [p for p in ALL if p.parent.name == "cpu"]
-MODEL_TYPES = {"transformer": "spt_rotary_transformer", "s4": "spt_s4", "dlr": "spt_dlr"}
-# docs/method.md §7: the (task, architecture) pairs the paper ran.
+MODEL_TYPES = {
+    "transformer": "spt_rotary_transformer", "s4": "spt_s4", "dlr": "spt_dlr", "mega": "spt_mega", "spade": "spt_spade",
+    "linformer": "spt_linformer", "performer": "spt_performer",
+}  # fmt: skip
+LRA_TASKS = ["listops", "text", "retrieval", "image", "pathfinder", "pathx"]
+# docs/method.md §7: the (task, architecture) pairs the paper ran; its LRA baselines on every LRA task
+# (docs/architectures.md, "MEGA, SPADE, Linformer and Performer").
 PAPER_RUNS = {
     "transformer": [
         "listops", "text", "retrieval", "image", "pathfinder", "pathx", "pathx256", "scifar", "speech_commands", "bidmc"
     ],
     "s4": ["listops", "text", "retrieval", "image", "pathfinder", "pathx", "speech_commands", "bidmc"],
     "dlr": ["listops", "text", "image", "pathx"],
+    **{baseline: LRA_TASKS for baseline in ("mega", "spade", "linformer", "performer")},
 }  # fmt: skip
 # Recipe keys that are arguments (data, SPT, training), not model-config fields.
 ARGUMENT_KEYS = {f.name for cls in ARGUMENT_CLASSES for f in dataclasses.fields(cls)} - {"model_type"}

@@ -122,7 +122,9 @@ class SequenceEmbeddings(nn.Module):
 class ResidualBlock(nn.Module):
     """Pre-norm `x + Dropout(Mixer(Norm(x)))` or post-norm `Norm(x + Dropout(Mixer(x)))` around any mixer.
 
-    Padded positions are zeroed before the mixer, so no mixer (convolution or attention) reads padding.
+    Padded positions are zeroed before the mixer, so no mixer (convolution or attention) reads padding. A mixer whose
+    update depends on the residual stream itself (MEGA's gate `u ⊙ (h - x)`) sets `reads_residual = True` and is
+    also given `residual=x`, the block input before the norm.
     """
 
     def __init__(self, config: SequenceModelConfig, mixer: nn.Module):
@@ -138,6 +140,8 @@ class ResidualBlock(nn.Module):
             hidden_states = self.norm(hidden_states, padding_mask)
         if padding_mask is not None:
             hidden_states = hidden_states * padding_mask.unsqueeze(-1).to(hidden_states.dtype)
+        if getattr(self.mixer, "reads_residual", False):
+            mixer_kwargs = {**mixer_kwargs, "residual": residual}
         mixed = self.mixer(hidden_states, attention_mask=padding_mask, **mixer_kwargs)
         weights = None
         if isinstance(mixed, tuple):  # attention mixers asked for `output_attentions` also return their weights
@@ -160,6 +164,8 @@ class ResidualBlock(nn.Module):
             hidden_state = self.norm(hidden_state)
         if padding_mask is not None:
             hidden_state = hidden_state * padding_mask.unsqueeze(-1).to(hidden_state.dtype)
+        if getattr(self.mixer, "reads_residual", False):
+            mixer_kwargs = {**mixer_kwargs, "residual": residual}
         if state is None:
             mixed = self.mixer(hidden_state.unsqueeze(1)).squeeze(1)  # position-wise: (B, 1, H) -> (B, H)
         else:

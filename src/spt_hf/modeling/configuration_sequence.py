@@ -109,6 +109,10 @@ class SequenceModelConfig(PreTrainedConfig):
     eos_token_id: int | None = 2
     tie_word_embeddings: bool = False
 
+    # Whether the architecture has a causal form (`bidirectional=False`, causal LM heads, generation). A class
+    # property, not a field: Linformer's projection along the sequence mixes every position and has none.
+    has_causal_form = True
+
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         self.validate_sequence_fields()

@@ -209,6 +209,11 @@ class SequenceForCausalLM(LanguageModelHeadMixin):
     _tied_weights_keys = TIED_LM_HEAD
 
     def __init__(self, config: SequenceModelConfig):
+        if not config.has_causal_form:
+            raise ValueError(
+                f"{type(self).__name__}: {config.model_type} has no causal form, so it has no causal LM head; "
+                "self-pretrain it with the masked objective (`objective: masked`)."
+            )
         if config.bidirectional:
             raise ValueError(
                 f"{type(self).__name__} needs a causal backbone: set `bidirectional=False` in the config "

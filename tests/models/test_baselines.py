@@ -1,0 +1,463 @@
+"""MEGA, SPADE, Linformer and Performer against independent formulations of their maths.
+
+Oracles: MEGA's EMA as an explicit recurrence in both directions and its gated residual written out; full softmax
+attention for Linformer with k = L and identity projections (and the spt_hf Transformer with the same weights);
+exact softmax attention and the masked quadratic form for FAVOR+; spt_hf's S4 layer and block-local attention for
+SPADE's two branches. Everything is tiny (hidden 32 or less, L <= 150); float64 where the comparison is exact.
+"""
+
+import math
+
+import pytest
+import torch
+from helpers import TINY_CONFIGS, make_config, make_inputs
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
+)
+
+from spt_hf.modeling.blocks import ResidualBlock
+from spt_hf.modeling.configuration_rotary_transformer import RotaryTransformerConfig
+from spt_hf.modeling.modeling_mega import MegaMixer
+from spt_hf.modeling.modeling_performer import (
+    causal_favor_attention,
+    favor_attention,
+    orthogonal_random_features,
+    positive_features,
+)
+from spt_hf.modeling.modeling_rotary_transformer import RotaryTransformerAttention
+from spt_hf.modeling.modeling_s4 import S4Mixer
+
+ENTRIES = {entry[1]: entry for entry in TINY_CONFIGS if entry[1] in ("spt_mega", "spt_spade", "spt_linformer",
+                                                                       "spt_performer")}  # fmt: skip
+MEGA = {"vocab_size": 20, "hidden_size": 16, "num_hidden_layers": 1, "ema_projection_size": 4,
+        "shared_representation_size": 8, "intermediate_size": 24, "nffn_hidden_size": 24}  # fmt: skip
+
+
+def random(*shape, seed: int = 0, dtype=torch.float64) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# MEGA
+# --------------------------------------------------------------------------------------------------------------
+
+
+def mega_mixer(seed: int = 0, **overrides) -> MegaMixer:
+    torch.manual_seed(seed)
+    return MegaMixer(AutoConfig.for_model("spt_mega", **{**MEGA, **overrides}), 0).double().eval()
+
+
+def ema_recurrence(ema, x: torch.Tensor) -> torch.Tensor:
+    """SiLU(Σ_c Σ_n γ s_t / √h + ω x_t) with s_t = p β x_t + (1 - p α) s_{t-1}, run forwards (c = 0) and, for the
+    bidirectional EMA, backwards over the sequence (c = 1), one position at a time."""
+    p, alpha = torch.sigmoid(ema.delta), torch.sigmoid(ema.alpha)  # (C, D, h)
+    total = ema.omega * x  # (B, L, D)
+    for channel in range(ema.delta.shape[0]):
+        state = torch.zeros(x.shape[0], *p.shape[1:], dtype=x.dtype)  # (B, D, h)
+        order = range(x.shape[1]) if channel == 0 else reversed(range(x.shape[1]))
+        outputs = {}
+        for t in order:
+            state = p[channel] * ema.beta[channel] * x[:, t, :, None] + (1 - p[channel] * alpha[channel]) * state
+            outputs[t] = (state * ema.gamma[channel]).sum(-1) / math.sqrt(p.shape[-1])
+        total = total + torch.stack([outputs[t] for t in range(x.shape[1])], 1)
+    return torch.nn.functional.silu(total)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_mega_ema_by_fft_convolution_equals_its_recurrence(bidirectional):
+    ema = mega_mixer(bidirectional=bidirectional).ema
+    x = random(2, 37, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(ema(x), ema_recurrence(ema, x), rtol=0, atol=1e-10)
+        if not bidirectional:  # the recurrent step used for generation is the same recurrence
+            state, steps = torch.zeros(2, 16, 4, dtype=torch.float64), []
+            for t in range(x.shape[1]):
+                y, state = ema.step(x[:, t], state)
+                steps.append(y)
+            torch.testing.assert_close(torch.stack(steps, 1), ema(x), rtol=0, atol=1e-10)
+
+
+def mega_attention_oracle(mixer, q, k, v, mask, chunk: int) -> torch.Tensor:
+    """MEGA's attention over all L positions with an explicit (L, L) mask (same chunk, real key, causal: not later)
+    and the bias b[j - i] read from the table by offset; laplace with the official constants 0.707107, 0.282095."""
+    length = q.shape[1]
+    i, j = torch.arange(length)[:, None], torch.arange(length)[None, :]
+    visible = (i // chunk == j // chunk) & mask[:, None, :]  # (B, L, L)
+    if not mixer.config.bidirectional:
+        visible = visible & (j <= i)
+    center = (mixer.rel_pos_bias.shape[0] - 1) // 2  # offsets -center..center (the chunk's, with chunking)
+    bias = mixer.rel_pos_bias[(j - i).clamp(-center, center) + center]  # (L, L); clamped ones are invisible
+    activation = mixer.config.attention_activation
+    if activation == "softmax":
+        scores = (q @ k.transpose(1, 2)) / math.sqrt(q.shape[-1]) + bias
+        weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), -1)
+    else:
+        scores = (q @ k.transpose(1, 2)) / visible.sum(-1, keepdim=True) + bias
+        if activation == "laplace":
+            weights = 0.5 * (1 + torch.erf((scores - 0.707107) / (0.282095 * math.sqrt(2))))
+        else:
+            weights = torch.relu(scores) ** 2
+        weights = weights * visible
+    return weights @ v
+
+
+@pytest.mark.parametrize("chunk", [-1, 4])
+@pytest.mark.parametrize("activation", ["softmax", "laplace", "relu2"])
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_mega_attention_equals_its_dense_formula(bidirectional, activation, chunk):
+    mixer = mega_mixer(bidirectional=bidirectional, attention_activation=activation, chunk_size=chunk)
+    q, k, v = random(2, 11, 8, seed=1), random(2, 11, 8, seed=2), random(2, 11, 24, seed=3)
+    mask = torch.ones(2, 11, dtype=torch.bool)
+    mask[1, 9:] = False
+    with torch.no_grad():
+        out = mixer.attention(q, k, v, mask)[0]
+        expected = mega_attention_oracle(mixer, q, k, v, mask, chunk if chunk > 0 else 11)
+    # the official laplace constants are rounded to 6 digits
+    torch.testing.assert_close(out[mask], expected[mask], rtol=0, atol=1e-12 if activation != "laplace" else 1e-5)
+
+
+@pytest.mark.parametrize("activation", ["softmax", "laplace", "relu2"])
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_mega_chunked_attention_with_a_chunk_covering_the_input_equals_unchunked(activation, bidirectional):
+    common = {"bidirectional": bidirectional, "attention_activation": activation}
+    unchunked = mega_mixer(max_position_embeddings=24, **common)  # relative bias over the same 24 offsets
+    chunked = mega_mixer(seed=1, chunk_size=24, **common)
+    chunked.load_state_dict(unchunked.state_dict())
+    small = mega_mixer(seed=1, chunk_size=5, **common)
+    small.load_state_dict({k: v for k, v in chunked.state_dict().items() if k != "rel_pos_bias"}, strict=False)
+    x, mask = random(3, 19, 16), torch.ones(3, 19, dtype=torch.bool)
+    mask[1, 15:] = False
+    x = x * mask.unsqueeze(-1)
+    with torch.no_grad():
+        reference = unchunked(x, attention_mask=mask)
+        torch.testing.assert_close(chunked(x, attention_mask=mask)[mask], reference[mask], rtol=0, atol=1e-12)
+        assert not torch.allclose(small(x, attention_mask=mask)[mask], reference[mask], atol=1e-4)
+
+
+def test_mega_chunks_attend_only_within_themselves_and_softmax_rows_sum_to_one():
+    mixer = mega_mixer(chunk_size=4)
+    q, k, v = random(2, 10, 8, seed=1), random(2, 10, 8, seed=2), random(2, 10, 24, seed=3)
+    changed_k, changed_v = k.clone(), v.clone()
+    changed_k[:, 5], changed_v[:, 6] = 1.0, -1.0  # keys and values of chunk 1 (positions 4-7)
+    with torch.no_grad():
+        before, after = mixer.attention(q, k, v, None)[0], mixer.attention(q, changed_k, changed_v, None)[0]
+        _, weights = mixer(random(2, 10, 16), output_attentions=True)  # (B, 1, L, L)
+    assert torch.equal(before[:, :4], after[:, :4]) and torch.equal(before[:, 8:], after[:, 8:])
+    assert not torch.allclose(before[:, 4:8], after[:, 4:8])
+    chunks = torch.arange(10) // 4
+    assert weights.shape == (2, 1, 10, 10)
+    assert not weights[..., chunks[:, None] != chunks[None, :]].any()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 1, 10, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("prenorm", [True, False])
+def test_mega_block_is_the_papers_gated_residual(prenorm):
+    """Block output = x + u ⊙ (H - x) (post-norm: its norm), with x the un-normalised block input, u and H written
+    out from the mixer's parts: Mega's `addcmul(residual, u, h - residual)`."""
+    torch.manual_seed(0)
+    config = AutoConfig.for_model("spt_mega", **MEGA, prenorm=prenorm)
+    block = ResidualBlock(config, MegaMixer(config, 0)).double().eval()
+    x = 3.0 * random(2, 11, 16) + 1.0  # far from normalised, so X = Norm(x) and x differ
+    mixer = block.mixer
+    with torch.no_grad():
+        inner = block.norm(x) if prenorm else x  # X
+        u, z, r, hx = mixer._project(mixer.ema(inner))
+        q, k = mixer._queries_keys(z)
+        mixed, _ = mixer.attention(q, k, torch.nn.functional.silu(mixer.v_proj(inner)), None)
+        h = torch.nn.functional.silu(hx + mixer.h_proj(mixed * r))
+        expected = x + u * (h - x)
+        expected = expected if prenorm else block.norm(expected)
+        torch.testing.assert_close(block(x)[0], expected, rtol=0, atol=1e-12)
+
+
+def test_mega_refuses_inputs_longer_than_its_relative_positions_without_chunking():
+    model = AutoModel.from_config(AutoConfig.for_model("spt_mega", **MEGA, max_position_embeddings=16))
+    with pytest.raises(ValueError, match=r"length 17 exceeds `max_position_embeddings`=16.*set `chunk_size`"):
+        model(input_ids=torch.randint(4, 20, (1, 17)))
+    chunked = AutoModel.from_config(AutoConfig.for_model("spt_mega", **MEGA, max_position_embeddings=16, chunk_size=8))
+    assert chunked(input_ids=torch.randint(4, 20, (1, 40))).last_hidden_state.shape == (1, 40, 16)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Linformer
+# --------------------------------------------------------------------------------------------------------------
+
+
+def linformer(sharing: str, length: int, seed: int = 0, **overrides):
+    torch.manual_seed(seed)
+    config = AutoConfig.for_model(
+        "spt_linformer", vocab_size=20, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, projected_length=length, max_position_embeddings=length, projection_sharing=sharing,
+        **overrides,
+    )  # fmt: skip
+    return AutoModel.from_config(config).double().eval()
+
+
+def set_identity_projections(model) -> None:
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith("projection"):  # (k, n) or (nh, k, n) with k = n
+                parameter.copy_(torch.eye(parameter.shape[-1], dtype=parameter.dtype).expand_as(parameter))
+
+
+@pytest.mark.parametrize("sharing", ["none", "headwise", "key-value", "layerwise"])
+def test_linformer_with_k_equal_to_length_and_identity_projections_is_full_softmax_attention(sharing):
+    model = linformer(sharing, length=12)
+    set_identity_projections(model)
+    attention = model.layers[0].blocks[0].mixer
+    hidden = random(2, 12, 32)
+    with torch.no_grad():
+        out = attention(hidden, **model._mixer_kwargs(hidden, None))
+        cos, sin = model.rotary_emb(hidden, torch.arange(12).unsqueeze(0))
+
+        def heads(linear):
+            return linear(hidden).view(2, 12, 4, 8).transpose(1, 2)  # (B, nh, L, d)
+
+        q, k = heads(attention.q_proj), heads(attention.k_proj)
+        q, k = q * cos.unsqueeze(1) + rotate(q) * sin.unsqueeze(1), k * cos.unsqueeze(1) + rotate(k) * sin.unsqueeze(1)
+        weights = torch.softmax(q @ k.transpose(2, 3) / math.sqrt(8), dim=-1)  # (B, nh, L, L)
+        dense = attention.o_proj((weights @ heads(attention.v_proj)).transpose(1, 2).reshape(2, 12, 32))
+    torch.testing.assert_close(out, dense, rtol=0, atol=1e-12)
+
+
+def rotate(x: torch.Tensor) -> torch.Tensor:
+    """RoPE's rotation of pairs (i, i + d/2), written out: (x1, x2) -> (-x2, x1)."""
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+def test_linformer_with_identity_projections_equals_the_spt_hf_transformer_with_the_same_weights():
+    model = linformer("key-value", length=12, position_embedding_type="absolute")
+    set_identity_projections(model)
+    transformer_config = RotaryTransformerConfig(**{k: v for k, v in model.config.to_dict().items() if k in (
+        "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+        "position_embedding_type")})  # fmt: skip
+    transformer = AutoModel.from_config(transformer_config, attn_implementation="eager").double().eval()
+    missing, unexpected = transformer.load_state_dict(model.state_dict(), strict=False)
+    assert not missing and all(name.endswith("projection") for name in unexpected)
+    ids = torch.randint(4, 20, (2, 12), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        torch.testing.assert_close(model(input_ids=ids).last_hidden_state, transformer(input_ids=ids).last_hidden_state)
+
+
+@pytest.mark.parametrize(
+    "sharing, per_layer, shared", [("none", 2 * 4, 0), ("headwise", 2, 0), ("key-value", 1, 0), ("layerwise", 0, 1)]
+)
+def test_linformer_projection_sharing_follows_the_paper(sharing, per_layer, shared):
+    model = linformer(sharing, length=16, seed=0)
+    matrices = sum(p.numel() for n, p in model.named_parameters() if n.endswith("projection"))
+    assert matrices == (2 * per_layer + shared) * 16 * 16  # (k, n) matrices: 2 layers of `per_layer`, + shared
+    if sharing == "layerwise":  # one matrix reaches every layer: changing it changes the first layer's output
+        hidden = random(1, 16, 32)
+        with torch.no_grad():
+            before = model.layers[0].blocks[0].mixer(hidden, **model._mixer_kwargs(hidden, None))
+            model.shared_projection.mul_(2.0)
+            after = model.layers[0].blocks[0].mixer(hidden, **model._mixer_kwargs(hidden, None))
+        assert not torch.allclose(before, after)
+
+
+def test_linformer_refuses_a_causal_form_and_inputs_beyond_its_fixed_length():
+    entry = ENTRIES["spt_linformer"]
+    with pytest.raises(ValueError, match=r"`bidirectional`=False is not supported by spt_linformer.*no causal form"):
+        make_config(entry, bidirectional=False)
+    with pytest.raises(ValueError, match="spt_linformer has no causal form, so it has no causal LM head"):
+        AutoModelForCausalLM.from_config(make_config(entry))
+    model = AutoModelForSequenceClassification.from_config(make_config(entry))
+    with pytest.raises(ValueError, match=r"fixed maximum length `max_position_embeddings`=32.*length 33"):
+        model(input_ids=torch.randint(4, 20, (1, 33)))
+    with pytest.raises(ValueError, match="`projected_length`=64 must be at most `max_position_embeddings`=32"):
+        make_config(entry, projected_length=64)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Performer
+# --------------------------------------------------------------------------------------------------------------
+
+
+def exact_attention(q, k, v) -> torch.Tensor:
+    return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]), -1) @ v  # (B, nh, L, d)
+
+
+def favor(q, k, v, features: int, seed: int) -> torch.Tensor:
+    projection = orthogonal_random_features(features, q.shape[-1], seed)
+    return favor_attention(positive_features(q, projection, True), positive_features(k, projection, False), v)
+
+
+def test_favor_estimate_approaches_softmax_attention_as_features_grow():
+    # Logits q·k/√d of moderate size (as after a norm): the variance of positive features grows as exp(|q + k|²).
+    q, k, v = random(1, 2, 48, 16, seed=1) * 0.4, random(1, 2, 48, 16, seed=2) * 0.4, random(1, 2, 48, 16, seed=3)
+    exact = exact_attention(q, k, v)
+
+    def error(features: int) -> float:  # relative error, averaged over feature draws
+        return sum((favor(q, k, v, features, seed) - exact).norm() / exact.norm() for seed in range(6)).item() / 6
+
+    small, large = error(64), error(1024)
+    print(f"FAVOR+ relative error: {small:.4f} at 64 features, {large:.4f} at 1024 ({small / large:.1f}x)")
+    assert large * 3 <= small and large < 0.1
+
+
+def test_causal_favor_prefix_sums_equal_the_masked_quadratic_form():
+    q, k, v = random(2, 3, 150, 8, seed=4), random(2, 3, 150, 8, seed=5), random(2, 3, 150, 8, seed=6)
+    projection = orthogonal_random_features(32, 8, seed=0)
+    q_features, k_features = positive_features(q, projection, True), positive_features(k, projection, False)
+    quadratic = (q_features @ k_features.transpose(-1, -2)).tril()  # (B, nh, L, L) over the same features
+    expected = (quadratic @ v) / quadratic.sum(-1, keepdim=True)
+    torch.testing.assert_close(causal_favor_attention(q_features, k_features, v), expected, rtol=0, atol=1e-12)
+
+
+def test_orthogonal_random_features_are_orthogonal_within_blocks_and_reproducible():
+    features = orthogonal_random_features(40, 16, seed=7)  # blocks of 16, 16 and 8 rows
+    for block in (features[:16], features[16:32], features[32:]):
+        gram = block @ block.T
+        torch.testing.assert_close(gram - torch.diag(gram.diagonal()), torch.zeros_like(gram), rtol=0, atol=1e-10)
+    assert torch.equal(features, orthogonal_random_features(40, 16, seed=7))
+    assert not torch.equal(features, orthogonal_random_features(40, 16, seed=8))
+
+
+def test_performer_is_deterministic_in_eval_redraws_in_training_and_reloads_its_features(tmp_path):
+    torch.manual_seed(0)
+    config = make_config(ENTRIES["spt_performer"], feature_redraw_interval=3)
+    model = AutoModelForSequenceClassification.from_config(config)
+    inputs = make_inputs(model.config, pad_last=2)
+    first = [attention.projection.clone() for attention in model.model.attention_layers()]
+    assert not torch.equal(first[0], first[1])  # every layer has its own seed
+    with torch.no_grad():
+        model.eval()
+        assert torch.equal(model(**inputs).logits, model(**inputs).logits)
+        model.train()
+        for _ in range(3):  # 3 passes on the first features, the 4th starts with new ones
+            model(**inputs)
+        assert torch.equal(model.model.layers[0].blocks[0].mixer.projection, first[0])
+        model(**inputs)
+    drawn = model.model.layers[0].blocks[0].mixer.projection
+    assert not torch.equal(drawn, first[0]) and int(model.model.feature_draws) == 1
+    model.eval().save_pretrained(tmp_path)
+    reloaded = AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
+    assert torch.equal(reloaded.model.layers[0].blocks[0].mixer.projection, drawn)
+    with torch.no_grad():
+        assert torch.equal(reloaded(**inputs).logits, model(**inputs).logits)
+    torch.manual_seed(0)
+    twin = AutoModelForSequenceClassification.from_config(config)
+    twin.model.redraw_features()  # draws are a function of the seed and the count: the same features again
+    assert torch.equal(twin.model.layers[0].blocks[0].mixer.projection, drawn)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# SPADE
+# --------------------------------------------------------------------------------------------------------------
+
+
+def spade_branches(bidirectional: bool):
+    torch.manual_seed(0)
+    model = AutoModel.from_config(make_config(ENTRIES["spt_spade"], bidirectional=bidirectional)).double().eval()
+    config = model.config
+    s4 = S4Mixer(config.s4_config(), 0).double().eval()
+    local_config = RotaryTransformerConfig(**{name: getattr(config, name) for name in (
+        "vocab_size", "hidden_size", "num_attention_heads", "attention_window", "bidirectional")})  # fmt: skip
+    local_config._attn_implementation = config._attn_implementation  # the same mask format as the model's
+    local = RotaryTransformerAttention(local_config, 0).double().eval()
+    hidden, mask = random(2, 13, 32), torch.ones(2, 13, dtype=torch.bool)
+    mask[1, 10:] = False
+    return model, s4, local, hidden * mask.unsqueeze(-1), mask
+
+
+def concat(mixer, global_part, local_part) -> torch.Tensor:
+    """SPADE's combination written out: W [LN_global(S4 output), LN_local(attention output)] + b."""
+    features = torch.cat([mixer.norm_global(global_part), mixer.norm_local(local_part)], dim=-1)  # (B, L, 2H)
+    return features @ mixer.aggregate.weight.T + mixer.aggregate.bias
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_spade_bottom_layer_with_the_attention_zeroed_is_spt_hfs_s4_layer(bidirectional):
+    model, s4, _, hidden, mask = spade_branches(bidirectional)
+    mixer = model.layers[0].blocks[0].mixer
+    assert isinstance(mixer.ssm, S4Mixer)  # the S4 layer itself, imported
+    s4.load_state_dict(mixer.ssm.state_dict())
+    with torch.no_grad():
+        mixer.attention.o_proj.weight.zero_()
+        mixer.attention.o_proj.bias.zero_()
+        out = mixer(hidden, **model._mixer_kwargs(hidden, mask))
+        expected = concat(mixer, s4(hidden), torch.zeros_like(hidden))
+    torch.testing.assert_close(out[mask], expected[mask], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_spade_bottom_layer_with_the_s4_zeroed_is_local_attention_and_upper_layers_are_local_attention(bidirectional):
+    model, _, local, hidden, mask = spade_branches(bidirectional)
+    bottom, upper = model.layers[0].blocks[0].mixer, model.layers[1].blocks[0].mixer
+    assert not hasattr(upper, "ssm")
+    kwargs = model._mixer_kwargs(hidden, mask)
+    with torch.no_grad():
+        bottom.ssm.output_linear.weight.zero_()  # GLU(0) = 0: the S4 branch outputs zeros
+        bottom.ssm.output_linear.bias.zero_()
+        local.load_state_dict(bottom.attention.state_dict())
+        expected = concat(bottom, torch.zeros_like(hidden), local(hidden, attention_mask=mask, **kwargs))
+        torch.testing.assert_close(bottom(hidden, **kwargs)[mask], expected[mask], rtol=0, atol=1e-12)
+        local.load_state_dict(upper.attention.state_dict())
+        torch.testing.assert_close(upper(hidden, **kwargs)[mask], local(hidden, attention_mask=mask, **kwargs)[mask],
+                                   rtol=0, atol=1e-12)  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------------------
+# All four
+# --------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model_type", list(ENTRIES))
+def test_attention_weights_are_returned_and_are_distributions(model_type):
+    overrides = {"attention_activation": "softmax"} if model_type == "spt_mega" else {}  # rows are distributions
+    model = AutoModel.from_config(make_config(ENTRIES[model_type], **overrides), attn_implementation="eager").eval()
+    inputs = make_inputs(model.config, pad_last=3)
+    with torch.no_grad():
+        outputs = model(**inputs, output_attentions=True)
+        plain = model(**inputs)
+    real = inputs["attention_mask"].bool()
+    keys = model.config.projected_length if model_type == "spt_linformer" else real.shape[1]
+    assert len(outputs.attentions) == 2
+    for weights in outputs.attentions:
+        assert weights.shape[0] == 3 and weights.shape[2:] == (real.shape[1], keys)
+        rows = weights.sum(-1).permute(0, 2, 1)[real]  # (real queries, heads)
+        torch.testing.assert_close(rows, torch.ones_like(rows), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(outputs.last_hidden_state, plain.last_hidden_state, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "model_type, overrides, message",
+    [
+        ("spt_mega", {"chunk_size": 0}, "`chunk_size` must be -1 .* or a positive integer"),
+        ("spt_mega", {"attention_activation": "gelu"}, "`attention_activation`='gelu' is not supported"),
+        ("spt_spade", {"attention_window": None}, "`attention_window` must be a positive block size"),
+        ("spt_spade", {"kernel": "dplr"}, "`kernel`='dplr' is not supported"),
+        ("spt_spade", {"state_size": 7}, "`state_size` must be a positive even integer"),
+        ("spt_linformer", {"projection_sharing": "all"}, "`projection_sharing`='all' is not supported"),
+        ("spt_linformer", {"attention_window": 8}, "`attention_window`=8 is not used by spt_linformer"),
+        ("spt_performer", {"num_random_features": 0}, "`num_random_features` must be a positive integer"),
+        ("spt_performer", {"attention_dropout": 0.1}, "FAVOR\\+ never forms the attention matrix"),
+        ("spt_performer", {"feature_redraw_interval": -1}, "`feature_redraw_interval` must be None or a positive"),
+    ],
+)
+def test_bad_configs_raise_errors_naming_the_field(model_type, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        make_config(ENTRIES[model_type], **overrides)
+
+
+@pytest.mark.parametrize("model_type", list(ENTRIES))
+def test_a_bf16_autocast_training_step_is_finite_and_close_to_fp32(model_type):
+    """One masked-LM step: parameters stay fp32, gradients are finite, the loss is within 5% of fp32's (the 200-step
+    comparison of tests/reliability/test_mixed_precision.py runs these in the slow suite)."""
+    torch.manual_seed(0)
+    model = AutoModelForMaskedLM.from_config(make_config(ENTRIES[model_type]))
+    ids = torch.randint(4, 20, (4, 16), generator=torch.Generator().manual_seed(0))
+    labels = torch.where(torch.arange(16) % 2 == 0, ids, -100)
+    inputs = {"input_ids": ids.masked_fill(labels != -100, 1), "labels": labels}
+    reference = model(**inputs).loss
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(**inputs).loss
+    loss.backward()
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    assert abs(loss.item() - reference.item()) <= 0.05 * reference.item()
