@@ -15,6 +15,12 @@ import spt_hf  # noqa: E402,F401  (registers the model types)
 
 VOCAB_SIZE, NUM_CHANNELS, LENGTH, BATCH = 20, 3, 12, 3
 
+# Tiny transformers backbones of spt_backbone: hidden 32 and 2 layers, as make_config's (the shared fields must agree
+# with the backbone's), dropout 0 so that train-mode checks are deterministic.
+TINY_BACKBONE = {"hidden_size": 32, "num_hidden_layers": 2, "max_position_embeddings": 64}
+TINY_ENCODER = {"num_attention_heads": 4, "intermediate_size": 64, "hidden_dropout_prob": 0.0,
+                "attention_probs_dropout_prob": 0.0}  # fmt: skip
+
 # (id, model_type, architecture kwargs). Input kind is added by `make_config`.
 TINY_CONFIGS = [
     ("transformer-rotary", "spt_rotary_transformer", {"num_attention_heads": 4, "intermediate_size": 64}),
@@ -28,8 +34,33 @@ TINY_CONFIGS = [
     ("s4d-postbn", "spt_s4", {"kernel": "diag", "state_size": 8, "norm_type": "batchnorm", "prenorm": False}),
     ("s4-random-init", "spt_s4", {"init": "random", "state_size": 8, "max_position_embeddings": 16}),
     ("dlr", "spt_dlr", {"state_size": 16}),
+    *(
+        (f"backbone-{backbone['model_type']}", "spt_backbone", {"backbone_config": {**TINY_BACKBONE, **backbone}})
+        for backbone in (
+            {"model_type": "mamba", "state_size": 8},
+            {"model_type": "mamba2", "state_size": 8, "head_dim": 16, "num_heads": 4, "n_groups": 1, "chunk_size": 8},
+            {"model_type": "llama", "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 64},
+            {"model_type": "gpt_neox", "num_attention_heads": 4, "intermediate_size": 64},
+            # block-sparse attention needs more than (5 + 2 x num_random_blocks) x block_size positions, and its
+            # random blocks change with the padded length: the tiny models use BigBird's full attention.
+            {"model_type": "big_bird", "attention_type": "original_full", **TINY_ENCODER},
+            {"model_type": "modernbert", "num_attention_heads": 4, "intermediate_size": 64, "local_attention": 4},
+            {"model_type": "bert", **TINY_ENCODER},
+        )
+    ),
 ]
 TINY_IDS = [entry[0] for entry in TINY_CONFIGS]
+
+
+def no_causal_mode(entry) -> str | None:
+    """Why the entry cannot build a causal model (`bidirectional=False`), or None if it can."""
+    if entry[1] != "spt_backbone":
+        return None
+    try:
+        make_config(entry, bidirectional=False)
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 def make_config(entry, input_kind: str = "tokens", **overrides):

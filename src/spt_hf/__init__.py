@@ -13,10 +13,18 @@ from transformers import (
 )
 
 from .auto import AutoModelForRetrieval
-from .modeling import modeling_dlr, modeling_rotary_transformer, modeling_s4
+from .modeling import modeling_backbone, modeling_dlr, modeling_rotary_transformer, modeling_s4
+from .modeling.configuration_backbone import SPTBackboneConfig
 from .modeling.configuration_dlr import DLRConfig
 from .modeling.configuration_rotary_transformer import RotaryTransformerConfig
 from .modeling.configuration_s4 import S4Config
+from .modeling.modeling_backbone import (
+    SPTBackboneForCausalLM,
+    SPTBackboneForMaskedLM,
+    SPTBackboneForRetrieval,
+    SPTBackboneForSequenceClassification,
+    SPTBackboneModel,
+)
 from .modeling.modeling_dlr import (
     DLRForCausalLM,
     DLRForMaskedLM,
@@ -65,6 +73,7 @@ def _register(config_cls, modeling_module) -> None:
 _register(RotaryTransformerConfig, modeling_rotary_transformer)
 _register(S4Config, modeling_s4)
 _register(DLRConfig, modeling_dlr)
+_register(SPTBackboneConfig, modeling_backbone)
 
 __all__ = [
     "AutoModelForRetrieval",
@@ -86,4 +95,10 @@ __all__ = [
     "RotaryTransformerForCausalLM",
     "RotaryTransformerForSequenceClassification",
     "RotaryTransformerForRetrieval",
+    "SPTBackboneConfig",
+    "SPTBackboneModel",
+    "SPTBackboneForMaskedLM",
+    "SPTBackboneForCausalLM",
+    "SPTBackboneForSequenceClassification",
+    "SPTBackboneForRetrieval",
 ]

@@ -13,7 +13,6 @@ from transformers.modeling_outputs import ModelOutput
 from spt_hf.modeling.modeling_sequence import SPTPreTrainedModel
 
 ATTENTION = [e for e in TINY_CONFIGS if e[1] == "spt_rotary_transformer"]
-STATEFUL = [e for e in TINY_CONFIGS if e[1] != "spt_rotary_transformer"]
 LAYERS = 2  # make_config's num_hidden_layers
 
 
@@ -155,16 +154,18 @@ def test_assisted_decoding_is_exact_or_refused_by_transformers(entry):
     assistant = build(entry, "causal_lm", seed=5).eval()
     prompt = make_inputs(model.config, batch=1, length=4)["input_ids"]
     greedy = {"max_new_tokens": 6, "do_sample": False, "pad_token_id": 0}
-    if entry[1] == "spt_rotary_transformer" and not entry[2].get("attention_window"):
-        assisted = model.generate(prompt, assistant_model=assistant, **greedy)
-        assert torch.equal(assisted, model.generate(prompt, **greedy))  # the same tokens, fewer model calls
-    elif entry[1] == "spt_rotary_transformer":  # a window drops keys: the cache cannot be rolled back
+    recurrent = entry[1] in ("spt_s4", "spt_dlr") or entry[2].get("backbone_config", {}).get("model_type") in (
+        "mamba", "mamba2")  # fmt: skip
+    assert model._is_stateful == recurrent  # the class's value (spt_backbone: its backbone class's)
+    if recurrent:
+        with pytest.raises(ValueError, match="assisted generation is not supported with stateful models"):
+            model.generate(prompt, assistant_model=assistant, **greedy)
+    elif entry[2].get("attention_window"):  # a window drops keys: the cache cannot be rolled back
         with pytest.raises(ValueError, match="Assisted decoding requires a cache that can be cropped"):
             model.generate(prompt, assistant_model=assistant, **greedy)
     else:
-        assert type(model)._is_stateful
-        with pytest.raises(ValueError, match="assisted generation is not supported with stateful models"):
-            model.generate(prompt, assistant_model=assistant, **greedy)
+        assisted = model.generate(prompt, assistant_model=assistant, **greedy)
+        assert torch.equal(assisted, model.generate(prompt, **greedy))  # the same tokens, fewer model calls
 
 
 @pytest.mark.parametrize("entry", TINY_CONFIGS[:1] + TINY_CONFIGS[3:4], ids=["transformer", "s4"])
