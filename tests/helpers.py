@@ -8,6 +8,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
+import pytest  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoConfig  # noqa: E402
 
@@ -52,6 +53,12 @@ TINY_CONFIGS = [
 TINY_IDS = [entry[0] for entry in TINY_CONFIGS]
 
 
+def marked_slow(entries, slow_ids) -> list:
+    """`entries` as pytest parameters (with their ids), those in `slow_ids` marked `slow`: heavy cases that pass and
+    run with `make test-slow`, so that the default suite keeps one representative of each kind."""
+    return [pytest.param(e, id=e[0], marks=[pytest.mark.slow] if e[0] in slow_ids else []) for e in entries]
+
+
 def no_causal_mode(entry) -> str | None:
     """Why the entry cannot build a causal model (`bidirectional=False`), or None if it can."""
     if entry[1] != "spt_backbone":
@@ -94,3 +101,30 @@ def append_padding(inputs: dict, extra: int) -> dict:
         filler = torch.full(pad_shape, 7, dtype=value.dtype) if key != "attention_mask" else torch.zeros(pad_shape)
         out[key] = torch.cat([value, filler.to(value.dtype)], dim=1)
     return out
+
+
+# The tiny "pretrained" backbone of the Pythia-route tests: a GPT-NeoX with Pythia's structure at hidden 32, and a
+# word-level tokenizer (built with `tokenizers`, nothing downloaded) that knows ListOps' pieces, the numbers 0-255 and
+# the letters; ids 0 and 1 are Pythia's end and padding tokens.
+PRETRAINED_WORDS = ["<|endoftext|>", "<|padding|>", "<unk>", "[", "]", "MAX", "MIN", "MED", "SM",
+                    *map(str, range(256)), *"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"]  # fmt: skip
+TINY_PYTHIA = {"model_type": "gpt_neox", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+               "intermediate_size": 64, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+               "partial_rotary_factor": 0.25}, "vocab_size": 320, "bos_token_id": 0, "eos_token_id": 0}  # fmt: skip
+
+
+def save_pretrained_backbone(folder, seed: int = 0):
+    """A tiny GPT-NeoX checkpoint (safetensors) with its tokenizer in `folder`; returns the folder."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import AutoModel, PreTrainedTokenizerFast
+
+    vocab = {word: index for index, word in enumerate(PRETRAINED_WORDS)}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()  # "[MAX" -> "[", "MAX"
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|endoftext|>", pad_token="<|padding|>",
+                                   unk_token="<unk>")  # fmt: skip
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(AutoConfig.for_model(**TINY_PYTHIA))
+    model.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder

@@ -23,7 +23,7 @@ from transformers import HfArgumentParser, TrainingArguments
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 OBJECTIVES = ("masked", "causal")
-SPT_MODEL_TYPES = ("spt_s4", "spt_dlr", "spt_rotary_transformer")
+SPT_MODEL_TYPES = ("spt_s4", "spt_dlr", "spt_rotary_transformer", "spt_backbone")
 PHASES = ("spt", "finetune", "scratch")
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 # Config fields that belong to a phase (heads, objectives), not to the architecture shared by both phases.
@@ -69,7 +69,8 @@ class ModelArguments:
     _argument_group_name = "model"
 
     model_type: str | None = field(
-        default=None, metadata={"help": "spt_s4, spt_dlr or spt_rotary_transformer (a new model from its config)."}
+        default=None,
+        metadata={"help": "spt_s4, spt_dlr, spt_rotary_transformer or spt_backbone (a new model from its config)."},
     )
     model_name_or_path: str | None = field(
         default=None, metadata={"help": "A checkpoint folder or Hub id to start from (finetuning from SPT)."}
