@@ -66,3 +66,11 @@ def test_bench_long_reports_memory_per_token():
     assert len(rows) == 4 and all("error" not in row for row in rows), rows
     assert {row["checkpointing"] for row in rows} == {False, True}
     assert all(row["mib_per_1k_tokens"] >= 0 for row in rows)
+
+
+def test_bench_models_times_spt_backbone_against_the_bare_transformers_model():
+    rows = run_script("bench_models.py", "--models", "llama", "--d", "16", "--lengths", "64", "--layers", "1",
+                      "--batch", "1", "--repeats", "1", "--no-memory")  # fmt: skip
+    (row,) = [row for row in rows if "model" in row]
+    assert row["model"] == "llama (spt_backbone)" and row["reference"] == "llama (transformers AutoModel + head)"
+    assert row["tokens_per_s"] > 0 and row["over_reference"] > 0

@@ -30,8 +30,8 @@ from spt_hf.hub import MissingHubCredentialsError, check_credentials, ensure_pus
 from spt_hf.training.arguments import SPTTrainingArguments
 
 WRONG_TOKEN = "hf_wrong_" + hashlib.sha256(TOKEN.encode()).hexdigest()[:20]
-MODELING_FILES = {"blocks.py", "cache.py", "configuration_rotary_transformer.py", "configuration_sequence.py", "heads.py",
-                  "modeling_rotary_transformer.py", "modeling_sequence.py"}  # fmt: skip
+MODELING_FILES = {"blocks.py", "cache.py", "configuration_rotary_transformer.py", "configuration_sequence.py",
+                  "heads.py", "modeling_rotary_transformer.py", "modeling_sequence.py"}  # fmt: skip
 
 PUSH = """
 import sys
