@@ -125,6 +125,10 @@ def save_pretrained_backbone(folder, seed: int = 0):
                                    unk_token="<unk>")  # fmt: skip
     torch.manual_seed(seed)
     model = AutoModel.from_config(AutoConfig.for_model(**TINY_PYTHIA))
+    with torch.no_grad():  # "trained" norms and biases: a checkpoint's final LayerNorm is not a fresh one
+        for param in model.parameters():
+            if param.dim() == 1:
+                param.add_(0.1 * torch.randn_like(param))
     model.save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
