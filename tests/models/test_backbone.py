@@ -254,3 +254,71 @@ def test_a_checkpoint_that_does_not_fit_the_backbone_config_or_is_not_safetensor
     (pickled / "model.safetensors").unlink(missing_ok=True)
     with pytest.raises(OSError, match="model.safetensors"):
         AutoModel.from_config(pretrained_config(pickled))
+
+
+def test_the_task_length_reaches_backbones_with_positions_unless_backbone_config_sets_it():
+    bert = {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4}
+    config = AutoConfig.for_model("spt_backbone", vocab_size=20, backbone_config=bert, max_position_embeddings=3000)
+    assert config.backbone_config.max_position_embeddings == 3000  # BERT's 512 learned positions would not fit
+    bert["max_position_embeddings"] = 64
+    config = AutoConfig.for_model("spt_backbone", vocab_size=20, backbone_config=bert, max_position_embeddings=3000)
+    assert config.backbone_config.max_position_embeddings == 64
+    mamba = AutoConfig.for_model(
+        "spt_backbone",
+        vocab_size=20,
+        max_position_embeddings=3000,
+        backbone_config={"model_type": "mamba", "hidden_size": 32, "num_hidden_layers": 2},
+    )
+    assert not hasattr(mamba.backbone_config, "max_position_embeddings")
+
+
+# Backbones that TINY_CONFIGS does not hold, built through the Auto classes only: encoders with and without a causal
+# mode, attention decoders of other families, recurrent and hybrid decoders.
+OTHER_BACKBONES = {
+    "gpt2": {"n_embd": 32, "n_layer": 2, "n_head": 4},
+    "roberta": {**TINY_BACKBONE, "num_attention_heads": 4, "intermediate_size": 64, "hidden_dropout_prob": 0.0},
+    "electra": {**TINY_BACKBONE, "num_attention_heads": 4, "intermediate_size": 64, "embedding_size": 32},
+    "deberta-v2": {**TINY_BACKBONE, "num_attention_heads": 4, "intermediate_size": 64},
+    "qwen2": {**TINY_BACKBONE, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 64},
+    "opt": {**TINY_BACKBONE, "ffn_dim": 64, "num_attention_heads": 4, "word_embed_proj_dim": 32},
+    "bloom": {"hidden_size": 32, "n_layer": 2, "n_head": 4},
+    "falcon_mamba": {**TINY_BACKBONE, "state_size": 8},
+    "rwkv": {**TINY_BACKBONE, "attention_hidden_size": 32, "intermediate_size": 64, "context_length": 64},
+    "jamba": {**TINY_BACKBONE, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 64,
+              "mamba_d_state": 8, "num_experts": 2, "attn_layer_period": 2, "attn_layer_offset": 1},
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", list(OTHER_BACKBONES))
+def test_other_backbones_respect_direction_and_padding_reload_and_generate(model_type, tmp_path):
+    from helpers import append_padding
+
+    values = {"vocab_size": 20, "num_labels": 3, "backbone_config": {"model_type": model_type,
+                                                                   **OTHER_BACKBONES[model_type]}}  # fmt: skip
+    _, has_causal_mode = backbone_direction(AutoConfig.for_model("spt_backbone", **values).backbone_config)
+    for bidirectional in (True, False) if has_causal_mode else (True,):
+        config = AutoConfig.for_model("spt_backbone", **values, bidirectional=bidirectional)
+        torch.manual_seed(0)
+        model = AutoClassifier.from_config(config).eval()
+        inputs = make_inputs(config, pad_last=3)
+        changed = {**inputs, "input_ids": inputs["input_ids"].clone()}
+        changed["input_ids"][:, 7] = 5
+        with torch.no_grad():
+            torch.testing.assert_close(model(**append_padding(inputs, 5)).logits, model(**inputs).logits)
+            before, after = (model.model(**x).last_hidden_state for x in (inputs, changed))
+        assert torch.allclose(before[:, :7], after[:, :7], atol=1e-6) == (not bidirectional)
+        model.save_pretrained(tmp_path / str(bidirectional))
+        reloaded = AutoClassifier.from_pretrained(tmp_path / str(bidirectional)).eval()
+        with torch.no_grad():
+            torch.testing.assert_close(reloaded(**inputs).logits, model(**inputs).logits, rtol=0, atol=0)
+    if has_causal_mode:
+        lm = AutoModelForCausalLM.from_config(AutoConfig.for_model("spt_backbone", **values, bidirectional=False))
+        prompt = make_inputs(lm.config, batch=2, length=4)["input_ids"]
+        generated = lm.eval().generate(prompt, max_new_tokens=3, do_sample=False, pad_token_id=0, eos_token_id=None)
+        with torch.no_grad():
+            for _ in range(3):  # with the 0-based positions generate() passes (RoBERTa's default starts at 2)
+                positions = torch.arange(prompt.shape[1]).expand_as(prompt)
+                next_token = lm(input_ids=prompt, position_ids=positions).logits[:, -1:].argmax(-1)
+                prompt = torch.cat([prompt, next_token], dim=1)
+        assert torch.equal(generated, prompt)
