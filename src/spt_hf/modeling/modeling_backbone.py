@@ -85,8 +85,8 @@ class SPTBackbonePreTrainedModel(SPTPreTrainedModel):
 
     @property
     def _layout(self) -> BackboneLayout | None:
-        backbone = self.base_model.__dict__.get("_modules", {}).get("backbone_model")
-        return None if backbone is None else backbone.spt_layout
+        """The built backbone's layout (None while the model is being built: heads build it after __init__)."""
+        return getattr(getattr(self.base_model, "backbone_model", None), "spt_layout", None)
 
     @property
     def supports_gradient_checkpointing(self) -> bool:
@@ -122,7 +122,7 @@ class SPTBackboneModel(SPTBackbonePreTrainedModel):
     def set_input_embeddings(self, value: nn.Module) -> None:
         self.embeddings.word_embeddings = value
 
-    def generation_cache(self):
+    def generation_cache(self) -> DynamicCache | None:
         """An empty cache of the backbone's own kind, the one transformers' generate gives its causal LM: a
         `DynamicCache` built from the backbone config (with recurrent-state layers for Mamba-like models). None for a
         backbone that makes its own cache in its first forward pass (xLSTM, ...) or takes none (RWKV's `state`)."""
@@ -150,7 +150,7 @@ class SPTBackboneModel(SPTBackbonePreTrainedModel):
         if pad:
             hidden_states = F.pad(hidden_states, (0, 0, 0, pad))  # (B, L + pad, H)
             if attention_mask is None:
-                attention_mask = torch.ones(hidden_states.shape[:1] + (length,), device=hidden_states.device)
+                attention_mask = hidden_states.new_ones(hidden_states.shape[0], length, dtype=torch.long)  # (B, L)
             attention_mask = F.pad(attention_mask, (0, pad))  # (B, L + pad): the added positions are padding
             position_ids = None if position_ids is None else F.pad(position_ids, (0, pad))
         kwargs = {"inputs_embeds": hidden_states, "return_dict": True}
