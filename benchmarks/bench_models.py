@@ -16,6 +16,11 @@ RSS over setup (VmHWM minus the RSS before the first step), on CUDA the peak all
 
 The baselines (MEGA full or chunked by 128, SPADE with blocks of 128, Linformer with k = 256, Performer with 256
 features) have no reference in this script: their rows give tokens/s and peak memory at the same shapes.
+
+    python benchmarks/bench_models.py --models mamba llama s4d dlr --d 128 --lengths 1024 --layers 2  # spt_backbone
+
+spt_backbone models (`--models mamba mamba2 llama gpt_neox bert`) are timed against the bare transformers `AutoModel`
+of the same backbone config with the same head work (mean pooling, a linear layer, cross-entropy), interleaved.
 """
 
 import argparse
@@ -41,6 +46,61 @@ MODELS = {
 }
 # Baselines with attention and a GELU feed-forward block (FF x4 as our Transformer); MEGA: hidden and FFN x2.
 ATTENTION_BASELINES = ("spt_spade", "spt_linformer", "spt_performer")
+# spt_backbone around a transformers backbone (the width and depth of the run are added); each is timed against the
+# bare transformers AutoModel of the same backbone config with the same head work (mean pooling, linear, loss).
+# Decoders run causal (one pass, like the bare model); encoders bidirectional.
+BACKBONES = {
+    "mamba": {"model_type": "mamba", "state_size": 16},
+    "mamba2": {"model_type": "mamba2", "state_size": 64, "head_dim": 32, "n_groups": 1, "chunk_size": 256},
+    "llama": {"model_type": "llama", "num_attention_heads": 4, "num_key_value_heads": 4},
+    "gpt_neox": {"model_type": "gpt_neox", "num_attention_heads": 4},
+    "bert": {"model_type": "bert", "num_attention_heads": 4, "hidden_dropout_prob": 0.0,
+             "attention_probs_dropout_prob": 0.0},
+}  # fmt: skip
+
+
+def backbone_config(name: str, d: int, length: int, layers: int, vocab: int = 32):
+    from transformers import AutoConfig
+
+    values = {**BACKBONES[name], "hidden_size": d, "num_hidden_layers": layers, "vocab_size": vocab}
+    if name == "mamba2":
+        values["num_heads"] = 2 * d // values["head_dim"]  # expand 2
+    if name in ("llama", "gpt_neox", "bert"):
+        values.update(intermediate_size=4 * d, max_position_embeddings=max(length, 512))
+    return AutoConfig.for_model(**values)
+
+
+def build_backbone(name: str, d: int, length: int, layers: int, device, vocab: int = 32):
+    """spt_backbone's classifier of the backbone (causal for decoders)."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    import spt_hf  # noqa: F401
+    from spt_hf.modeling.configuration_backbone import backbone_direction
+
+    inner = backbone_config(name, d, length, layers, vocab)
+    causal = backbone_direction(inner)[0] == "decoder"
+    config = AutoConfig.for_model("spt_backbone", vocab_size=vocab, backbone_config=inner, num_labels=10,
+                                  bidirectional=not causal)  # fmt: skip
+    return AutoModelForSequenceClassification.from_config(config).to(device)
+
+
+class BareBackboneClassifier(torch.nn.Module):
+    """The bare transformers AutoModel (its own embedding and final norm) with spt_hf's classification head work:
+    mean pooling, a linear layer, cross-entropy."""
+
+    def __init__(self, name: str, d: int, length: int, layers: int, vocab: int = 32):
+        from transformers import AutoModel
+
+        super().__init__()
+        self.backbone = AutoModel.from_config(backbone_config(name, d, length, layers, vocab))
+        self.classifier = torch.nn.Linear(d, 10)
+
+    def forward(self, input_ids, labels):
+        from transformers.modeling_outputs import SequenceClassifierOutput
+
+        hidden = self.backbone(input_ids=input_ids).last_hidden_state  # (B, L, H)
+        logits = self.classifier(hidden.mean(1))  # (B, 10)
+        return SequenceClassifierOutput(loss=torch.nn.functional.cross_entropy(logits, labels), logits=logits)
 
 
 def build(name: str, d: int, length: int, layers: int, window: int | None, device, vocab: int = 32, causal=False):
@@ -120,6 +180,10 @@ def memory_probe(argv: list[str]) -> None:
     window = int(name.rsplit("-", 1)[1]) if name.startswith("transformer-local-") else None
     if name == "llama":
         model = build_llama(d, layers, device)
+    elif name.startswith("backbone-"):
+        model = build_backbone(name.removeprefix("backbone-"), d, length, layers, device)
+    elif name.startswith("bare-"):
+        model = BareBackboneClassifier(name.removeprefix("bare-"), d, length, layers).to(device)
     else:
         base = name if name in MODELS else name.split("-")[0]  # transformer-causal, transformer-local-<w>
         model = build(base, d, length, layers, window, device, causal=name == "transformer-causal")
@@ -152,7 +216,7 @@ def compare(steps: dict, tokens: int, repeats: int) -> dict[str, dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS) + list(BACKBONES))
     parser.add_argument("--d", nargs="+", type=int, default=[128, 256])
     parser.add_argument("--lengths", nargs="+", type=int, default=[1024, 4096, 16384])
     parser.add_argument("--layers", nargs="+", type=int, default=[2, 6])
@@ -198,6 +262,18 @@ def main() -> None:
         print("| " + " | ".join(str(cell) for cell in cells) + " |")
 
 
+def backbone_steps(name: str, d: int, length: int, layers: int, args, device, dtype) -> tuple[dict, dict, dict]:
+    """Step functions, memory-probe names and labels of spt_backbone ("ours") and the bare model ("reference")."""
+    ours = build_backbone(name, d, length, layers, device)
+    torch.manual_seed(0)
+    bare = BareBackboneClassifier(name, d, length, layers).to(device)
+    models = {"ours": ours, "reference": bare}
+    steps = {key: make_step(model, args.batch, length, device, dtype) for key, model in models.items()}
+    probes = {"ours": f"backbone-{name}", "reference": f"bare-{name}"}
+    labels = {"ours": f"{name} (spt_backbone)", "reference": f"{name} (transformers AutoModel + head)"}
+    return steps, probes, labels
+
+
 def bench_one_shape(args, d: int, length: int, layers: int, device, dtype) -> list[dict]:
     """One JSON line per model at this shape. The Transformer is timed against Llama (causal, both) up to
     --local-from, and as block-local attention (each --window) against full SDPA attention (bidirectional) above."""
@@ -213,7 +289,9 @@ def bench_one_shape(args, d: int, length: int, layers: int, device, dtype) -> li
     for name in args.models:
         torch.manual_seed(0)
         steps, probes, labels = {}, {}, {}
-        if name != "transformer":
+        if name in BACKBONES:  # spt_backbone against the bare transformers model, same config and head work
+            steps, probes, labels = backbone_steps(name, d, length, layers, args, device, dtype)
+        elif name != "transformer":
             steps[name], probes[name], labels[name] = model_step(name, None, False), name, name
         elif length <= args.local_from:  # against Llama (a causal decoder): ours runs causal too, same keys per query
             steps["ours"] = model_step(name, None, True)

@@ -8,12 +8,19 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
+import pytest  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoConfig  # noqa: E402
 
 import spt_hf  # noqa: E402,F401  (registers the model types)
 
 VOCAB_SIZE, NUM_CHANNELS, LENGTH, BATCH = 20, 3, 12, 3
+
+# Tiny transformers backbones of spt_backbone: hidden 32 and 2 layers, as make_config's (the shared fields must agree
+# with the backbone's), dropout 0 so that train-mode checks are deterministic.
+TINY_BACKBONE = {"hidden_size": 32, "num_hidden_layers": 2, "max_position_embeddings": 64}
+TINY_ENCODER = {"num_attention_heads": 4, "intermediate_size": 64, "hidden_dropout_prob": 0.0,
+                "attention_probs_dropout_prob": 0.0}  # fmt: skip
 
 # (id, model_type, architecture kwargs). Input kind is added by `make_config`.
 TINY_CONFIGS = [
@@ -63,15 +70,38 @@ TINY_CONFIGS = [
         },
     ),  # fmt: skip
     ("performer", "spt_performer", {"num_attention_heads": 4, "intermediate_size": 64, "num_random_features": 16}),
+    *(
+        (f"backbone-{backbone['model_type']}", "spt_backbone", {"backbone_config": {**TINY_BACKBONE, **backbone}})
+        for backbone in (
+            {"model_type": "mamba", "state_size": 8},
+            {"model_type": "mamba2", "state_size": 8, "head_dim": 16, "num_heads": 4, "n_groups": 1, "chunk_size": 8},
+            {"model_type": "llama", "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 64},
+            {"model_type": "gpt_neox", "num_attention_heads": 4, "intermediate_size": 64},
+            # block-sparse attention needs more than (5 + 2 x num_random_blocks) x block_size positions, and its
+            # random blocks change with the padded length: the tiny models use BigBird's full attention.
+            {"model_type": "big_bird", "attention_type": "original_full", **TINY_ENCODER},
+            {"model_type": "modernbert", "num_attention_heads": 4, "intermediate_size": 64, "local_attention": 4},
+            {"model_type": "bert", **TINY_ENCODER},
+        )
+    ),
 ]
 TINY_IDS = [entry[0] for entry in TINY_CONFIGS]
 
 
-def has_causal_form(entry) -> bool:
-    """Whether the entry's architecture has a causal form (Linformer has none: no causal heads, no generation)."""
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+def marked_slow(entries, slow_ids) -> list:
+    """`entries` as pytest parameters (with their ids), those in `slow_ids` marked `slow`: heavy cases that pass and
+    run with `make test-slow`, so that the default suite keeps one representative of each kind."""
+    return [pytest.param(e, id=e[0], marks=[pytest.mark.slow] if e[0] in slow_ids else []) for e in entries]
 
-    return CONFIG_MAPPING[entry[1]].has_causal_form
+
+def no_causal_mode(entry) -> str | None:
+    """Why the entry cannot build a causal model (`bidirectional=False`), or None if it can: Linformer has no causal
+    form, nor has an encoder backbone without a causal mode in transformers; both configs refuse it."""
+    try:
+        make_config(entry, bidirectional=False)
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 def make_config(entry, input_kind: str = "tokens", **overrides):
@@ -105,3 +135,34 @@ def append_padding(inputs: dict, extra: int) -> dict:
         filler = torch.full(pad_shape, 7, dtype=value.dtype) if key != "attention_mask" else torch.zeros(pad_shape)
         out[key] = torch.cat([value, filler.to(value.dtype)], dim=1)
     return out
+
+
+# The tiny "pretrained" backbone of the Pythia-route tests: a GPT-NeoX with Pythia's structure at hidden 32, and a
+# word-level tokenizer (built with `tokenizers`, nothing downloaded) that knows ListOps' pieces, the numbers 0-255 and
+# the letters; ids 0 and 1 are Pythia's end and padding tokens.
+PRETRAINED_WORDS = ["<|endoftext|>", "<|padding|>", "<unk>", "[", "]", "MAX", "MIN", "MED", "SM",
+                    *map(str, range(256)), *"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"]  # fmt: skip
+TINY_PYTHIA = {"model_type": "gpt_neox", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+               "intermediate_size": 64, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+               "partial_rotary_factor": 0.25}, "vocab_size": 320, "bos_token_id": 0, "eos_token_id": 0}  # fmt: skip
+
+
+def save_pretrained_backbone(folder, seed: int = 0):
+    """A tiny GPT-NeoX checkpoint (safetensors) with its tokenizer in `folder`; returns the folder."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import AutoModel, PreTrainedTokenizerFast
+
+    vocab = {word: index for index, word in enumerate(PRETRAINED_WORDS)}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()  # "[MAX" -> "[", "MAX"
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|endoftext|>", pad_token="<|padding|>",
+                                   unk_token="<unk>")  # fmt: skip
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(AutoConfig.for_model(**TINY_PYTHIA))
+    with torch.no_grad():  # "trained" norms and biases: a checkpoint's final LayerNorm is not a fresh one
+        for param in model.parameters():
+            if param.dim() == 1:
+                param.add_(0.1 * torch.randn_like(param))
+    model.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder

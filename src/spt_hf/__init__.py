@@ -14,6 +14,7 @@ from transformers import (
 
 from .auto import AutoModelForRetrieval
 from .modeling import (
+    modeling_backbone,
     modeling_dlr,
     modeling_linformer,
     modeling_mega,
@@ -22,6 +23,7 @@ from .modeling import (
     modeling_s4,
     modeling_spade,
 )
+from .modeling.configuration_backbone import SPTBackboneConfig
 from .modeling.configuration_dlr import DLRConfig
 from .modeling.configuration_linformer import LinformerConfig
 from .modeling.configuration_mega import MegaConfig
@@ -29,6 +31,13 @@ from .modeling.configuration_performer import PerformerConfig
 from .modeling.configuration_rotary_transformer import RotaryTransformerConfig
 from .modeling.configuration_s4 import S4Config
 from .modeling.configuration_spade import SpadeConfig
+from .modeling.modeling_backbone import (
+    SPTBackboneForCausalLM,
+    SPTBackboneForMaskedLM,
+    SPTBackboneForRetrieval,
+    SPTBackboneForSequenceClassification,
+    SPTBackboneModel,
+)
 from .modeling.modeling_dlr import (
     DLRForCausalLM,
     DLRForMaskedLM,
@@ -109,6 +118,7 @@ _register(MegaConfig, modeling_mega)
 _register(SpadeConfig, modeling_spade)
 _register(LinformerConfig, modeling_linformer)
 _register(PerformerConfig, modeling_performer)
+_register(SPTBackboneConfig, modeling_backbone)
 
 __all__ = [
     "AutoModelForRetrieval",
@@ -154,4 +164,10 @@ __all__ = [
     "PerformerForCausalLM",
     "PerformerForSequenceClassification",
     "PerformerForRetrieval",
+    "SPTBackboneConfig",
+    "SPTBackboneModel",
+    "SPTBackboneForMaskedLM",
+    "SPTBackboneForCausalLM",
+    "SPTBackboneForSequenceClassification",
+    "SPTBackboneForRetrieval",
 ]

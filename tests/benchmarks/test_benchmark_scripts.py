@@ -87,3 +87,11 @@ def test_bench_data_compares_the_cache_with_float32_arrays(tmp_path):
     (row,) = run_script("bench_data.py", "--tasks", "pathfinder", "--data-dir", f"pathfinder={tmp_path / 'pf'}",
                         "--batches", "1", timeout=900)  # fmt: skip
     assert row["identical_batches"] and row["cache_train_mib"] < row["reference_train_mib"]
+
+
+def test_bench_models_times_spt_backbone_against_the_bare_transformers_model():
+    rows = run_script("bench_models.py", "--models", "llama", "--d", "16", "--lengths", "64", "--layers", "1",
+                      "--batch", "1", "--repeats", "1", "--no-memory")  # fmt: skip
+    (row,) = [row for row in rows if "model" in row]
+    assert row["model"] == "llama (spt_backbone)" and row["reference"] == "llama (transformers AutoModel + head)"
+    assert row["tokens_per_s"] > 0 and row["over_reference"] > 0

@@ -30,10 +30,12 @@ def global_batch(config) -> dict:
 
 
 def fsdp_wrap(model):
-    """FSDP2 full sharding with each SequenceLayer as a unit (what recipes/accelerate/fsdp.yaml asks for)."""
+    """FSDP2 full sharding with each layer as a unit (what recipes/accelerate/fsdp.yaml asks for): spt_hf's
+    SequenceLayer, or a transformers backbone's own layers (both are GradientCheckpointingLayer)."""
     from torch.distributed.fsdp import fully_shard
+    from transformers.modeling_layers import GradientCheckpointingLayer
 
-    for layer in model.model.layers:
+    for layer in [module for module in model.modules() if isinstance(module, GradientCheckpointingLayer)]:
         fully_shard(layer)
     return fully_shard(model)
 

@@ -161,3 +161,15 @@ def test_model_card_templates_exist_once_in_the_package():
     assert [p.name for p in (REPO_ROOT / "hub_cards").iterdir()] == ["README.md"]
     readme = (REPO_ROOT / "hub_cards" / "README.md").read_text()
     assert all(f"src/spt_hf/hub/templates/{name}" in readme for name in packaged)
+
+
+def test_an_spt_backbone_card_names_its_backbone(tiny_run):
+    results = load(tiny_run, "spt")
+    backbone = {"model_type": "mamba", "hidden_size": 16, "num_hidden_layers": 1}
+    results["model_type"] = "spt_backbone"
+    results["model_config"] = {**results["model_config"], "model_type": "spt_backbone", "backbone_config": backbone,
+                               "backbone_input": "embeddings"}  # fmt: skip
+    card = render_model_card(results)
+    assert "A `spt_backbone (mamba)` model" in card.text and "| model type | `spt_backbone (mamba)` |" in card.text
+    assert "| backbone_input | embeddings |" in card.text
+    assert "mamba" in card.data.tags and card.data.model_name == "backbone-mamba-digits-spt"

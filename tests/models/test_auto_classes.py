@@ -49,7 +49,11 @@ REMOTE_SCRIPT = textwrap.dedent(
 )
 
 
-REMOTE = [entry for entry in TINY_CONFIGS if entry[0] in ("transformer-rotary", "s4-nplr", "dlr", "spade")]
+REMOTE = [
+    entry
+    for entry in TINY_CONFIGS
+    if entry[0] in ("transformer-rotary", "s4-nplr", "dlr", "spade", "backbone-mamba", "backbone-bert")
+]
 
 
 @pytest.mark.parametrize("entry", REMOTE, ids=[entry[0] for entry in REMOTE])

@@ -262,7 +262,7 @@ def test_linformer_projection_sharing_follows_the_paper(sharing, per_layer, shar
 
 def test_linformer_refuses_a_causal_form_and_inputs_beyond_its_fixed_length():
     entry = ENTRIES["spt_linformer"]
-    with pytest.raises(ValueError, match=r"`bidirectional`=False is not supported by spt_linformer.*no causal form"):
+    with pytest.raises(ValueError, match=r"`bidirectional=False` is not possible for spt_linformer.*no causal form"):
         make_config(entry, bidirectional=False)
     with pytest.raises(ValueError, match="spt_linformer has no causal form, so it has no causal LM head"):
         AutoModelForCausalLM.from_config(make_config(entry))

@@ -244,3 +244,45 @@ def test_finetune_refuses_a_checkpoint_with_a_flipped_byte(tmp_path, capsys):
     with pytest.raises(CheckpointIntegrityError, match=r"(?s)Checksum error.*spt/model.safetensors: sha256"):
         cli_main(["finetune", "--config", str(recipe), "--debug"])
     assert not (tmp_path / "finetune").exists()
+
+
+TINY_BACKBONES = {  # spt_backbone: hidden 16 and one layer inside backbone_config (the shared fields follow it)
+    "mamba": {"model_type": "mamba", "state_size": 4},
+    "bert": {"model_type": "bert", "num_attention_heads": 2, "intermediate_size": 32, "hidden_dropout_prob": 0.0},
+}
+
+
+@pytest.mark.parametrize("backbone, data", [("mamba", DIGITS), ("bert", LISTOPS)], ids=["mamba-digits", "bert-listops"])
+def test_spt_hf_run_with_scratch_trains_a_transformers_backbone(backbone, data, tmp_path, capsys):
+    training = {k: v for k, v in TINY_TRAINING.items() if k not in ("hidden_size", "num_hidden_layers")}
+    backbone_config = {**TINY_BACKBONES[backbone], "hidden_size": 16, "num_hidden_layers": 1}
+    common = {**data, **training, "model_type": "spt_backbone", "backbone_config": backbone_config}
+    spt = write_recipe(tmp_path / "x-spt.yaml", **common, objective="masked", output_dir=str(tmp_path / "run"))
+    write_recipe(tmp_path / "x-finetune.yaml", **common, output_dir=str(tmp_path / "run"))
+    assert cli_main(["run", "--config", str(spt), "--with-scratch"]) == 0
+    results = {phase: json.loads((tmp_path / "run" / phase / "results.json").read_text())
+               for phase in ("spt", "finetune", "scratch")}  # fmt: skip
+    assert [results[phase]["budget"]["steps"] for phase in results] == [6, 6, 6]
+    assert results["finetune"]["init"]["kind"] == "spt"
+    assert results["spt"]["model_config"]["backbone_config"]["model_type"] == backbone
+    assert f"backbone ({backbone})" in report([tmp_path / "run"])
+
+
+def test_the_pretrained_backbone_route_runs_on_the_backbones_own_tokens(tmp_path):
+    """backbone_name_or_path + backbone_input: tokenizer (the Pythia-70M baseline, with a tiny GPT-NeoX): causal SPT,
+    finetuning from it, and the scratch phase, which is the pretrained backbone finetuned alone."""
+    from helpers import save_pretrained_backbone
+
+    source = save_pretrained_backbone(tmp_path / "tiny-pythia")
+    training = {k: v for k, v in TINY_TRAINING.items() if k not in ("hidden_size", "num_hidden_layers")}
+    common = {**LISTOPS, **training, "model_type": "spt_backbone", "backbone_name_or_path": str(source),
+              "backbone_input": "tokenizer", "bidirectional": False, "output_dir": str(tmp_path / "run")}  # fmt: skip
+    spt = load_recipe(write_recipe(tmp_path / "p-spt.yaml", **common, objective="causal"))
+    summary = run(spt, load_recipe(write_recipe(tmp_path / "p-finetune.yaml", **common)), with_scratch=True)
+    for phase in ("spt", "finetune", "scratch"):
+        config = summary["phases"][phase]["model_config"]
+        assert config["vocab_size"] == 320 and config["backbone_name_or_path"] == str(source)  # Pythia's ids
+    assert summary["phases"]["spt"]["metrics"]["metric_for_best_model"] == "next_token_accuracy"
+    with pytest.raises(ValueError, match="Masked SPT replaces masked tokens by spt_hf's mask id"):
+        masked = {**common, "bidirectional": True, "output_dir": str(tmp_path / "masked")}
+        pretrain(load_recipe(write_recipe(tmp_path / "m-spt.yaml", **masked, objective="masked")))

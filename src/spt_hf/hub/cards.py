@@ -22,7 +22,8 @@ NOT_METRICS = ("runtime", "samples_per_second", "steps_per_second", "epoch")
 # Architecture fields shown in the card, when the config has them (spt_hf config names).
 ARCHITECTURE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                        "position_embedding_type", "attention_window", "state_size", "n_ssm", "kernel", "init",
-                       "bidirectional", "norm_type", "prenorm", "max_position_embeddings")  # fmt: skip
+                       "bidirectional", "norm_type", "prenorm", "max_position_embeddings", "backbone_name_or_path",
+                       "backbone_input", "reverse_weights")  # fmt: skip
 HEAD_FIELDS = ("pooling", "classifier_type", "problem_type")
 # Hub task type of the finetuned model, by the modality of the task's data.
 TASK_TYPES = {"listops": "text-classification", "text": "text-classification", "retrieval": "text-classification",
@@ -67,7 +68,7 @@ def render_model_card(
     card_data = ModelCardData(
         license=license,
         library_name="transformers",
-        tags=[tag for tag in ("spt_hf", "self-pretraining", results["model_type"], results["task"]) if tag],
+        tags=[tag for tag in ("spt_hf", "self-pretraining", *model_types(results), results["task"]) if tag],
         datasets=[context["dataset_id"]] if context["dataset_id"] else None,
         base_model=context["base_model"],
         model_name=context["model_name"],
@@ -156,7 +157,7 @@ def card_context(results, scratch_results, spt_results, finetune_results, repo_i
         "model_name": repo_id.split("/")[-1] if repo_id != PLACEHOLDER_REPO_ID else default_name(results),
         "repo_id": repo_id,
         "task": results["task"],
-        "model_type": results["model_type"],
+        "model_type": model_type_label(results),
         "architecture": (config.get("architectures") or [results["model_type"]])[0],
         "num_parameters": results.get("num_parameters"),
         "architecture_rows": [(k, config[k]) for k in ARCHITECTURE_FIELDS if config.get(k) is not None],
@@ -183,6 +184,23 @@ def card_context(results, scratch_results, spt_results, finetune_results, repo_i
     }
 
 
+def backbone_type(results: dict) -> str | None:
+    """The transformers model type inside an spt_backbone model (`mamba`, `llama`, ...), else None."""
+    backbone = (results.get("model_config") or {}).get("backbone_config")
+    return backbone.get("model_type") if isinstance(backbone, dict) else None
+
+
+def model_types(results: dict) -> tuple:
+    """The model type and, for spt_backbone, its backbone's (both are card tags)."""
+    return results["model_type"], backbone_type(results)
+
+
+def model_type_label(results: dict) -> str:
+    """`spt_s4`, or `spt_backbone (mamba)`: spt_backbone models name their backbone."""
+    backbone = backbone_type(results)
+    return f"{results['model_type']} ({backbone})" if backbone else results["model_type"]
+
+
 def num_labels(results: dict | None) -> int | None:
     config = (results or {}).get("model_config") or {}
     return config.get("num_labels") or len(config.get("id2label") or {}) or None
@@ -190,7 +208,8 @@ def num_labels(results: dict | None) -> int | None:
 
 def default_name(results: dict) -> str:
     suffix = "spt" if results["phase"] == "spt" else "finetuned"
-    return "-".join(str(part) for part in (results["model_type"].removeprefix("spt_"), results["task"], suffix) if part)
+    parts = (results["model_type"].removeprefix("spt_"), backbone_type(results), results["task"], suffix)
+    return "-".join(str(part) for part in parts if part)
 
 
 def describe_inputs(config: dict) -> str:

@@ -41,7 +41,7 @@ class LinformerConfig(RotaryTransformerConfig):
         super().__post_init__(**kwargs)
         if not self.bidirectional:
             raise ValueError(
-                "`bidirectional`=False is not supported by spt_linformer: Linformer has no causal form (its "
+                "`bidirectional=False` is not possible for spt_linformer: Linformer has no causal form (its "
                 "projection along the sequence mixes every position into every projected key). Use "
                 "`bidirectional=True` and masked SPT (`objective: masked`)."
             )

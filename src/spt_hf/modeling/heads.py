@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast, MaskedLMOutput, SequenceClassifierOutput
 from transformers.utils import can_return_tuple
 
-from .cache import SequenceCache
 from .configuration_sequence import SequenceModelConfig
 
 # Where an LM head's weight is tied to the input embedding when `config.tie_word_embeddings` (token inputs).
@@ -224,15 +224,18 @@ class SequenceForCausalLM(LanguageModelHeadMixin):
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
-        # generate() must not create transformers' DynamicCache: the model's own `SequenceCache` holds the mixers'
-        # states (recurrent SSM states, attention keys/values); `_prepare_cache_for_generation` gives an empty one.
+        # generate() must not build a DynamicCache from spt_hf's config: the backbone says which cache holds its
+        # states (`generation_cache()`); `_prepare_cache_for_generation` asks it for an empty one.
         return False
 
     def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs) -> None:
-        """An empty `SequenceCache` for generate() (filled by the first forward pass), unless the caller passed a
-        cache or asked for `use_cache=False` (then every step runs the whole sequence in parallel)."""
+        """The backbone's empty cache for generate() (filled by the first forward pass): spt_hf's `SequenceCache`, or
+        a transformers backbone's own cache (spt_backbone). None when the caller passed a cache or asked for
+        `use_cache=False` (then every step runs the whole sequence in parallel)."""
         if model_kwargs.get("cache") is None and generation_config.use_cache is not False:
-            model_kwargs["cache"] = SequenceCache()
+            cache = self.backbone.generation_cache()
+            if cache is not None:
+                model_kwargs["cache"] = cache
 
     @can_return_tuple
     def forward(
@@ -243,7 +246,7 @@ class SequenceForCausalLM(LanguageModelHeadMixin):
         labels: torch.Tensor | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         position_ids: torch.LongTensor | None = None,
-        cache: SequenceCache | None = None,
+        cache: Cache | None = None,
         use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
         output_attentions: bool | None = None,

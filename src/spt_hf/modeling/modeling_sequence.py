@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import PreTrainedModel
+from transformers import PreTrainedConfig, PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutputWithPast
 from transformers.utils import can_return_tuple
@@ -126,7 +126,7 @@ def _tensor_end(entry: dict) -> int:
 def check_local_checkpoint(cls, folder: Path) -> None:
     """Clear errors, naming the file, for a checkpoint folder that cannot load into `cls`."""
     config_file = folder / "config.json"
-    saved = json.loads(config_file.read_text())
+    saved = PreTrainedConfig._dict_from_json_file(config_file)  # JSON, with the Infinity/NaN that configs encode
     expected = cls.config_class.model_type if cls.config_class is not None else None
     if expected and saved.get("model_type") != expected:
         raise ValueError(
@@ -259,6 +259,10 @@ class SequenceBackbone:
     def _step_kwargs(self, hidden_state: torch.Tensor, position: int) -> dict:
         """Per-position inputs of the mixers' recurrent `step` (e.g. the rotary angles of `position`)."""
         return {}
+
+    def generation_cache(self) -> SequenceCache:
+        """An empty cache for generate(), filled with the mixers' states by the first forward pass that uses it."""
+        return SequenceCache()
 
     def init_cache(self, batch_size: int, device=None, dtype=None) -> SequenceCache:
         device, dtype = device or self.device, dtype or self.dtype

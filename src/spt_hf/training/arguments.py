@@ -24,7 +24,8 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 OBJECTIVES = ("masked", "causal")
 SPT_MODEL_TYPES = (
-    "spt_s4", "spt_dlr", "spt_rotary_transformer", "spt_mega", "spt_spade", "spt_linformer", "spt_performer"
+    "spt_s4", "spt_dlr", "spt_rotary_transformer", "spt_mega", "spt_spade", "spt_linformer", "spt_performer",
+    "spt_backbone",
 )  # fmt: skip
 PHASES = ("spt", "finetune", "scratch")
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"

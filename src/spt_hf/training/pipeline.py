@@ -331,13 +331,25 @@ def _check_architecture(recipe: Recipe, source: str) -> None:
     clashes = {
         key: (getattr(saved, key), value)
         for key, value in recipe.model_config.items()
-        if key not in PHASE_FIELDS and hasattr(saved, key) and getattr(saved, key) != value
+        if key not in PHASE_FIELDS and hasattr(saved, key) and _differs(getattr(saved, key), value)
     }
     if clashes:
         raise ValueError(
             f"The recipe's architecture differs from the checkpoint {source} (checkpoint, recipe): {clashes}. "
             "Architecture hyperparameters are identical between SPT and finetuning; remove them from the recipe."
         )
+
+
+def _differs(saved, value) -> bool:
+    """Whether a recipe value differs from the checkpoint's. A nested config given as a dict (spt_backbone's
+    `backbone_config`) differs only in the keys the recipe sets; YAML lists equal saved tuples."""
+    if isinstance(value, dict) and hasattr(saved, "to_dict"):
+        saved = saved.to_dict()
+    if isinstance(value, dict) and isinstance(saved, dict):
+        return any(_differs(saved.get(key), item) for key, item in value.items())
+    if isinstance(value, list | tuple) and isinstance(saved, list | tuple):
+        return list(value) != list(saved)
+    return saved != value
 
 
 def _check_leakage(recipe: Recipe, task: TaskData, source: str) -> None:

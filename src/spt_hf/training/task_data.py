@@ -71,7 +71,28 @@ def load_task_data(recipe: Recipe) -> TaskData:
         **options,
     )
     spec = fit_normalization(get_task_spec(data.task, **options), splits["train"])
+    tokenizer_source = backbone_tokenizer_source(recipe)
+    if tokenizer_source is not None:  # spt_backbone with `backbone_input: tokenizer`: the backbone's own token ids
+        from transformers import AutoTokenizer
+
+        from ..data.retokenize import retokenize_task
+
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+        splits, spec = retokenize_task(splits, spec, tokenizer, name=tokenizer_source)
     return TaskData(spec, splits, data_dir, generated)
+
+
+def backbone_tokenizer_source(recipe: Recipe) -> str | None:
+    """Where the backbone tokenizer is when the model reads the task through it (`backbone_input: tokenizer`): the
+    recipe's `backbone_name_or_path`, or that of the local checkpoint being finetuned."""
+    values = dict(recipe.model_config)
+    source = recipe.model.model_name_or_path
+    if "backbone_input" not in values and source is not None and Path(source, "config.json").is_file():
+        saved = json.loads(Path(source, "config.json").read_text())
+        values = {key: saved.get(key) for key in ("backbone_input", "backbone_name_or_path")}
+    if values.get("backbone_input") != "tokenizer":
+        return None
+    return values.get("backbone_name_or_path")
 
 
 def generated_data_dir(task: str, options: dict) -> Path:
