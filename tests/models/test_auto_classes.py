@@ -39,12 +39,14 @@ REMOTE_SCRIPT = textwrap.dedent(
     import sys
     sys.modules["spt_hf"] = None  # spt_hf cannot be imported in this process
     import torch, transformers
-    inputs = torch.load(sys.argv[2], weights_only=True)
-    auto = getattr(transformers, sys.argv[3])
-    model = auto.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
-    assert not type(model).__module__.startswith("spt_hf"), type(model).__module__
-    with torch.no_grad():
-        torch.save(model(**inputs).logits, sys.argv[4])
+    for folder in sys.argv[1:]:  # each holds ckpt/ and inputs.pt; the logits go to out.pt
+        inputs = torch.load(f"{folder}/inputs.pt", weights_only=True)
+        model = transformers.AutoModelForSequenceClassification.from_pretrained(
+            f"{folder}/ckpt", trust_remote_code=True
+        ).eval()
+        assert not type(model).__module__.startswith("spt_hf"), (folder, type(model).__module__)
+        with torch.no_grad():
+            torch.save(model(**inputs).logits, f"{folder}/out.pt")
     """
 )
 
@@ -56,24 +58,27 @@ REMOTE = [
 ]
 
 
-@pytest.mark.parametrize("entry", REMOTE, ids=[entry[0] for entry in REMOTE])
-def test_remote_code_loads_in_a_fresh_process_without_spt_hf(entry, tmp_path):
-    model = AutoModelForSequenceClassification.from_config(make_config(entry)).eval()
-    model.save_pretrained(tmp_path / "ckpt")
-    saved = json.loads((tmp_path / "ckpt" / "config.json").read_text())
-    assert set(saved["auto_map"]) == ALL_AUTO_CLASSES
-    for module in saved["auto_map"].values():
-        assert (tmp_path / "ckpt" / (module.split(".")[0] + ".py")).is_file()
-    inputs = make_inputs(model.config, pad_last=2)
-    torch.save(inputs, tmp_path / "inputs.pt")
+def test_remote_code_loads_in_a_fresh_process_without_spt_hf(tmp_path):
+    """One process without spt_hf loads a checkpoint of each family (one process: its start-up dominates)."""
+    expected = {}
+    for entry in REMOTE:
+        folder = tmp_path / entry[0]
+        model = AutoModelForSequenceClassification.from_config(make_config(entry)).eval()
+        model.save_pretrained(folder / "ckpt")
+        saved = json.loads((folder / "ckpt" / "config.json").read_text())
+        assert set(saved["auto_map"]) == ALL_AUTO_CLASSES, entry[0]
+        for module in saved["auto_map"].values():
+            assert (folder / "ckpt" / (module.split(".")[0] + ".py")).is_file(), (entry[0], module)
+        inputs = make_inputs(model.config, pad_last=2)
+        torch.save(inputs, folder / "inputs.pt")
+        with torch.no_grad():
+            expected[entry[0]] = model(**inputs).logits
     script = tmp_path / "load.py"
     script.write_text(REMOTE_SCRIPT)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")}
-    cmd = [sys.executable, str(script), str(tmp_path / "ckpt"), str(tmp_path / "inputs.pt")]
-    subprocess.run([*cmd, "AutoModelForSequenceClassification", str(tmp_path / "out.pt")], check=True, env=env)
-    with torch.no_grad():
-        expected = model(**inputs).logits
-    assert torch.equal(torch.load(tmp_path / "out.pt", weights_only=True), expected)
+    subprocess.run([sys.executable, str(script), *(str(tmp_path / name) for name in expected)], check=True, env=env)
+    for name, logits in expected.items():
+        assert torch.equal(torch.load(tmp_path / name / "out.pt", weights_only=True), logits), name
 
 
 def tiny(**overrides):

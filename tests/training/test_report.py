@@ -12,12 +12,13 @@ from spt_hf.training.report import comparison_rows, find_results, paper_table, r
 
 
 def fake_phase(root: Path, phase: str, task="digits", model_type="spt_s4", seed=0, test=0.8, lr=1e-3, hidden=64,
-               spt_dir: Path | None = None, steps=100, mask_rate=0.5) -> Path:  # fmt: skip
+               spt_dir: Path | None = None, steps=100, mask_rate=0.5, total_steps=None) -> Path:  # fmt: skip
     """A results.json as the pipeline writes it (only the fields the report reads)."""
     folder = root / phase
     folder.mkdir(parents=True)
     entries = {"training.seed": seed, "training.learning_rate": lr, "model_config.hidden_size": hidden,
-               "data.task": task, "model.model_type": model_type}  # fmt: skip
+               "data.task": task, "model.model_type": model_type, "training.max_steps": steps,
+               "spt.total_steps": total_steps}  # fmt: skip
     if phase == "spt":
         entries["spt.mask_rate"] = mask_rate
     curve = [{"step": s, "eval_accuracy": test * s / steps, "eval_loss": 1.0} for s in (steps // 2, steps)]
@@ -60,6 +61,26 @@ def test_seeds_of_one_recipe_form_one_row_and_other_differences_separate_rows(tm
     assert sorted(r.test for r in two_seeds.side("spt")) == [0.80, 0.84]
     assert len(two_seeds.side("scratch")) == 3  # the scratch runs of a, b and d: the same finetuning recipe
     assert [r.test for r in by_variant["hidden_size=64, SPT mask_rate=0.25"].side("spt")] == [0.90]
+
+
+def test_budgets_pair_scratch_with_spt_when_equal_or_tied_and_separate_other_budgets(tmp_path):
+    """As `spt-hf compare` records them: equal budgets give finetuning and scratch the same max_steps; tied ones give
+    scratch the whole total and SPT (which records total_steps) and finetuning their shares. Each is one row; a
+    scratch run with another budget is a row of its own."""
+    for seed in (0, 1):  # tied: SPT 60 + finetuning 40 against scratch 100
+        run = tmp_path / "tied" / f"seed{seed}"
+        spt_dir = fake_phase(run, "spt", seed=seed, steps=60, total_steps=100)
+        fake_phase(run, "finetune", seed=seed, steps=40, spt_dir=spt_dir, test=0.9)
+        fake_phase(run, "scratch", seed=seed, steps=100, test=0.7)
+        fake_run(tmp_path / "equal" / f"seed{seed}", seed, 0.6, 0.8, lr=2e-3)  # finetuning and scratch 100 steps
+    fake_phase(tmp_path / "longer", "scratch", steps=300, test=0.75, lr=2e-3)
+    (tied,) = comparison_rows(find_results([tmp_path / "tied"]))
+    assert [r.steps for r in tied.side("scratch")] == [100, 100]
+    assert [(r.spt_steps, r.steps) for r in tied.side("spt")] == [(60, 40), (60, 40)]
+    rows = comparison_rows(find_results([tmp_path]))
+    sides = sorted((len(row.side("scratch")), len(row.side("spt")), row.side("scratch")[0].steps) for row in rows)
+    assert sides == [(1, 0, 300), (2, 2, 100), (2, 2, 100)], [row.variant for row in rows]
+    assert all("steps=" in row.variant for row in rows)  # the budget is named where rows differ in it
 
 
 def test_report_writes_tables_per_seed_files_and_plots_and_says_where(tmp_path, capsys):

@@ -2,8 +2,10 @@
 
 Finetuning results (`finetune/` and `scratch/` phases) are grouped into rows: one row per task, architecture and
 recipe; runs whose recipes differ in nothing but the seed are the seeds of one row, and runs that differ in anything
-else (a learning rate, a model size, the SPT recipe they started from) are separate rows whose "variant" names the
-keys that differ. A row holds the scratch runs and the SPT + finetune runs, each with its budget.
+else (a learning rate, a model size, the SPT recipe they started from, the step budget) are separate rows whose
+"variant" names the keys that differ. A row holds the scratch runs and the SPT + finetune runs, each with its budget:
+with equal budgets both sides have the same `max_steps`; compute-tied ones share `total_steps` (scratch gets all of
+it, SPT and finetuning their shares), so the sides differ in `max_steps` and are still one row.
 
 Outputs (into the report folder):
 - `report.md`: per (task, architecture) the scratch and SPT + finetune test metric (mean ± sd, n) with the steps of
@@ -27,6 +29,7 @@ from .results import RESULTS_FILE
 
 # Recipe entries that differ between the runs of one row without making them different experiments.
 NOT_A_VARIANT = ("training.seed", "model.model_name_or_path", "init.weights_sha256", "world_size")
+BUDGET_KEYS = ("training.max_steps", "spt.total_steps", "spt.spt_fraction")  # one entry instead: budget.steps
 SSM_TYPES = ("spt_s4", "spt_dlr")
 
 
@@ -95,11 +98,22 @@ def test_metric(result: dict) -> tuple[str, float | None, float | None]:
     return "metric", None, None
 
 
-def _entries(result: dict) -> dict:
-    entries = dict((result.get("recipe_fingerprint") or {}).get("entries") or {})
-    if entries.get("spt.total_steps") is not None:
-        entries.pop("training.max_steps", None)  # compute-tied: each side gets its share of the same total
-    return {k: v for k, v in entries.items() if k not in NOT_A_VARIANT}
+def _fingerprint_entries(result: dict | None) -> dict:
+    return dict(((result or {}).get("recipe_fingerprint") or {}).get("entries") or {})
+
+
+def _entries(result: dict, spt: dict | None = None) -> dict:
+    """The recipe entries that make a row, with the step budget as one entry, `budget.steps`: the total of a
+    compute-tied pair (`total_steps`, from the phase's recipe or from its SPT phase's), otherwise `max_steps`. So a
+    scratch run of 1200 steps and SPT 600 + finetuning 600 steps of the same total are one row, while runs with
+    other budgets are not. Each side's own steps are columns of the table."""
+    entries = _fingerprint_entries(result)
+    total = entries.get("spt.total_steps")
+    if total is None:
+        total = _fingerprint_entries(spt).get("spt.total_steps")
+    budget = total if total is not None else entries.get("training.max_steps")
+    entries = {k: v for k, v in entries.items() if k not in NOT_A_VARIANT and k not in BUDGET_KEYS}
+    return {**entries, "budget.steps": budget}
 
 
 def _spt_results(result: dict) -> dict | None:
@@ -116,9 +130,10 @@ def comparison_rows(results: list[dict]) -> list[Row]:
             continue
         name, test, validation = test_metric(result)
         spt = _spt_results(result) if result["phase"] == "finetune" else None
-        key = (result["task"], architecture_name(result), json.dumps(_entries(result), sort_keys=True, default=str))
+        entries = _entries(result, spt)
+        key = (result["task"], architecture_name(result), json.dumps(entries, sort_keys=True, default=str))
         spt_key = json.dumps(_entries(spt), sort_keys=True, default=str) if spt else None
-        group = groups.setdefault(key, {"metric": name, "entries": _entries(result), "spt": defaultdict(list)})
+        group = groups.setdefault(key, {"metric": name, "entries": entries, "spt": defaultdict(list)})
         run = Run(
             kind="spt" if result["phase"] == "finetune" else "scratch",
             seed=(result.get("recipe") or {}).get("training", {}).get("seed"),
