@@ -33,6 +33,10 @@ MISTAKES = {
         "runs/typo/spt does not exist",
     ),
     "report of a missing folder": (["report", "{root}/runs/nothing"], "No such run folder"),
+    "max_steps over tied budgets": (
+        ["run", "--config", "{spt}", "--total_steps", "10", "--max_steps", "4"],
+        r"--max_steps 4 would be ignored: tiny-spt.yaml ties .* total_steps=10",
+    ),
     "bad generator size": (
         ["generate-data", "listops", "--out", "{root}/lo", "--num-train", "0", "--num-val", "1", "--num-test", "1"],
         "must each be at least 1",
