@@ -16,7 +16,7 @@ import pytest
 from spt_hf.cli import main as cli_main
 from spt_hf.compare import CompareSpec, run_compare
 
-TINY = {"max_steps": 2, "total_steps": 4, "eval_steps": 2, "save_steps": 2, "logging_steps": 1, "hidden_size": 16,
+TINY = {"total_steps": 4, "eval_steps": 2, "save_steps": 2, "logging_steps": 1, "hidden_size": 16,
         "num_hidden_layers": 1, "per_device_eval_batch_size": 64}  # fmt: skip
 LISTOPS = {"generate_data": {"num_train": 64, "num_val": 16, "num_test": 16, "min_length": 8, "max_length": 40,
                              "max_depth": 3}}  # fmt: skip
@@ -75,6 +75,8 @@ def test_a_missing_recipe_pair_is_an_error_before_anything_runs(tmp_path):
     assert not (tmp_path / "cmp").exists()
     with pytest.raises(ValueError, match="`budget: tied` needs `total_steps`"):
         run_compare(spec(tmp_path, architectures=["dlr"], budget="tied", overrides={"max_steps": 2}))
+    with pytest.raises(ValueError, match="--max_steps 2 would be ignored: with tied budgets total_steps=4"):
+        run_compare(spec(tmp_path, overrides={**TINY, "max_steps": 2}))  # tied by total_steps: refused, not ignored
 
 
 def test_the_yaml_form_and_a_dry_run_print_the_plan_and_run_nothing(tmp_path, capsys):

@@ -171,6 +171,11 @@ def phase_budgets(spec: CompareSpec, keys: dict, spt_recipe: Path, finetune_reci
                 f"`budget: tied` needs `total_steps` (SPT and finetuning share them): {spt_recipe.name} sets none; "
                 "pass --total_steps N."
             )
+        if "max_steps" in keys:
+            raise ValueError(
+                f"--max_steps {keys['max_steps']} would be ignored: with tied budgets total_steps={total} decides "
+                "every phase's steps. Pass --total_steps N, or --budget equal to give each phase --max_steps."
+            )
         first = max(1, math.floor(total * spt.spt.spt_fraction))
         steps = {"spt": first, "finetune": total - first, "scratch": total}
         overrides = {kind: {"max_steps": value} for kind, value in steps.items()}
