@@ -57,8 +57,11 @@ def one_step_difference(model, compiled_model, batch: dict) -> tuple[float, floa
     a, b = model(**batch).loss, compiled_model(**batch).loss
     a.backward()
     b.backward()
-    grads = [(p.grad - q.grad).abs().max().item() for p, q in zip(model.parameters(), compiled_model.parameters())
-             if p.grad is not None]  # fmt: skip
+    grads = [
+        (p.grad - q.grad).abs().max().item()
+        for p, q in zip(model.parameters(), compiled_model.parameters())
+        if p.grad is not None
+    ]
     model.zero_grad(set_to_none=True)
     compiled_model.zero_grad(set_to_none=True)
     return abs(a.item() - b.item()), max(grads)
@@ -90,11 +93,19 @@ def bench(name: str, d: int, layers: int, length: int, batch_size: int, steps: i
     eager_s, compiled_s = statistics.median(times["eager"]), statistics.median(times["compiled"])
     pairs = [e / c for e, c in zip(times["eager"], times["compiled"])]
     return {
-        "model": name, "d": d, "layers": layers, "length": length, "batch": batch_size,
-        "first_compiled_call_s": round(first_call, 1), "eager_step_s": round(eager_s, 4),
-        "compiled_step_s": round(compiled_s, 4), "speedup_of_medians": round(eager_s / compiled_s, 3),
-        "median_pair_speedup": round(statistics.median(pairs), 3), "loss_diff": loss_diff, "grad_diff": grad_diff,
-    }  # fmt: skip
+        "model": name,
+        "d": d,
+        "layers": layers,
+        "length": length,
+        "batch": batch_size,
+        "first_compiled_call_s": round(first_call, 1),
+        "eager_step_s": round(eager_s, 4),
+        "compiled_step_s": round(compiled_s, 4),
+        "speedup_of_medians": round(eager_s / compiled_s, 3),
+        "median_pair_speedup": round(statistics.median(pairs), 3),
+        "loss_diff": loss_diff,
+        "grad_diff": grad_diff,
+    }
 
 
 def main() -> None:
@@ -113,8 +124,10 @@ def main() -> None:
     print("\n| model | first compiled call s | eager step s | compiled step s | eager / compiled | max grad diff |")
     print("|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['model']} | {r['first_compiled_call_s']} | {r['eager_step_s']} | {r['compiled_step_s']} | "
-              f"{r['speedup_of_medians']}× | {r['grad_diff']:.1e} |")  # fmt: skip
+        print(
+            f"| {r['model']} | {r['first_compiled_call_s']} | {r['eager_step_s']} | {r['compiled_step_s']} | "
+            f"{r['speedup_of_medians']}× | {r['grad_diff']:.1e} |"
+        )
 
 
 if __name__ == "__main__":

@@ -77,8 +77,9 @@ datasets.Dataset.from_generator(rows, features=features, cache_dir=out + ".build
 def run(code: list[str], env: dict) -> tuple[dict | None, float, float]:
     """Run a probe; its JSON line, its wall time and its own peak RSS (MiB, from /usr/bin/time-like wait4)."""
     start = time.perf_counter()
-    process = subprocess.Popen([sys.executable, *code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=env)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, *code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     _, status, usage = os.wait4(process.pid, 0)
     out, err = process.stdout.read(), process.stderr.read()
     if status != 0:
@@ -133,10 +134,12 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         o, ref = r["ours"], r["reference"]
-        print(f"| {r['task']} | {r['cache_train_mib']} / {r['reference_train_mib']} | {r['build_peak_rss_mib']} | "
-              f"{o['rss_anon_mib_loaded']:.0f} / {o['rss_file_mib_loaded']:.0f} | "
-              f"{ref['rss_anon_mib_loaded']:.0f} / {ref['rss_file_mib_loaded']:.0f} | "
-              f"{o['examples_per_s']:.0f} / {ref['examples_per_s']:.0f} | {r['identical_batches']} |")  # fmt: skip
+        print(
+            f"| {r['task']} | {r['cache_train_mib']} / {r['reference_train_mib']} | {r['build_peak_rss_mib']} | "
+            f"{o['rss_anon_mib_loaded']:.0f} / {o['rss_file_mib_loaded']:.0f} | "
+            f"{ref['rss_anon_mib_loaded']:.0f} / {ref['rss_file_mib_loaded']:.0f} | "
+            f"{o['examples_per_s']:.0f} / {ref['examples_per_s']:.0f} | {r['identical_batches']} |"
+        )
 
 
 if __name__ == "__main__":

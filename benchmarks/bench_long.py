@@ -40,9 +40,14 @@ def probe(name: str, d: int, layers: int, length: int, checkpointing: bool, wind
     if model_type == "spt_rotary_transformer":
         extra = {**extra, "attention_window": window}
     config = AutoConfig.for_model(
-        model_type, vocab_size=32, hidden_size=d, num_hidden_layers=layers, num_labels=2,
-        max_position_embeddings=length, **extra,
-    )  # fmt: skip
+        model_type,
+        vocab_size=32,
+        hidden_size=d,
+        num_hidden_layers=layers,
+        num_labels=2,
+        max_position_embeddings=length,
+        **extra,
+    )
     model = AutoModelForSequenceClassification.from_config(config).train()
     if checkpointing:
         model.activation_checkpointing_enable()
@@ -55,10 +60,17 @@ def probe(name: str, d: int, layers: int, length: int, checkpointing: bool, wind
         model.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - start)
     peak_gib = (status_mib("VmHWM") - before) / 1024
-    return {"model": name, "d": d, "layers": layers, "length": length, "checkpointing": checkpointing,
-            "window": extra.get("attention_window"),
-            "peak_gib_over_setup": round(peak_gib, 3), "mib_per_1k_tokens": round(peak_gib * 2**10 / length * 1e3, 1),
-            "step_s": round(min(times), 2)}  # fmt: skip
+    return {
+        "model": name,
+        "d": d,
+        "layers": layers,
+        "length": length,
+        "checkpointing": checkpointing,
+        "window": extra.get("attention_window"),
+        "peak_gib_over_setup": round(peak_gib, 3),
+        "mib_per_1k_tokens": round(peak_gib * 2**10 / length * 1e3, 1),
+        "step_s": round(min(times), 2),
+    }
 
 
 def main() -> None:
@@ -79,8 +91,17 @@ def main() -> None:
     for name in args.models:
         for length in args.lengths:
             for checkpointing in (False, True):
-                command = [sys.executable, __file__, "--probe", name, str(args.d), str(args.layers), str(length),
-                           "1" if checkpointing else "0", str(args.window)]  # fmt: skip
+                command = [
+                    sys.executable,
+                    __file__,
+                    "--probe",
+                    name,
+                    str(args.d),
+                    str(args.layers),
+                    str(length),
+                    "1" if checkpointing else "0",
+                    str(args.window),
+                ]
                 out = subprocess.run(command, capture_output=True, text=True, timeout=3600)
                 lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
                 row = json.loads(lines[-1][7:]) if lines else {"model": name, "error": out.stderr[-500:]}
@@ -90,8 +111,10 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         if "error" not in r:
-            print(f"| {r['model']} | {r['length']} | {r['layers']} | {r['checkpointing']} | "
-                  f"{r['peak_gib_over_setup']} | {r['mib_per_1k_tokens']} | {r['step_s']} |")  # fmt: skip
+            print(
+                f"| {r['model']} | {r['length']} | {r['layers']} | {r['checkpointing']} | "
+                f"{r['peak_gib_over_setup']} | {r['mib_per_1k_tokens']} | {r['step_s']} |"
+            )
 
 
 if __name__ == "__main__":

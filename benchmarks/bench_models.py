@@ -54,9 +54,13 @@ BACKBONES = {
     "mamba2": {"model_type": "mamba2", "state_size": 64, "head_dim": 32, "n_groups": 1, "chunk_size": 256},
     "llama": {"model_type": "llama", "num_attention_heads": 4, "num_key_value_heads": 4},
     "gpt_neox": {"model_type": "gpt_neox", "num_attention_heads": 4},
-    "bert": {"model_type": "bert", "num_attention_heads": 4, "hidden_dropout_prob": 0.0,
-             "attention_probs_dropout_prob": 0.0},
-}  # fmt: skip
+    "bert": {
+        "model_type": "bert",
+        "num_attention_heads": 4,
+        "hidden_dropout_prob": 0.0,
+        "attention_probs_dropout_prob": 0.0,
+    },
+}
 
 
 def backbone_config(name: str, d: int, length: int, layers: int, vocab: int = 32):
@@ -79,8 +83,9 @@ def build_backbone(name: str, d: int, length: int, layers: int, device, vocab: i
 
     inner = backbone_config(name, d, length, layers, vocab)
     causal = backbone_direction(inner)[0] == "decoder"
-    config = AutoConfig.for_model("spt_backbone", vocab_size=vocab, backbone_config=inner, num_labels=10,
-                                  bidirectional=not causal)  # fmt: skip
+    config = AutoConfig.for_model(
+        "spt_backbone", vocab_size=vocab, backbone_config=inner, num_labels=10, bidirectional=not causal
+    )
     return AutoModelForSequenceClassification.from_config(config).to(device)
 
 
@@ -128,9 +133,16 @@ def build_llama(d: int, layers: int, device, vocab: int = 32):
     from transformers import LlamaConfig, LlamaForSequenceClassification
 
     config = LlamaConfig(
-        vocab_size=vocab, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=layers, num_attention_heads=4,
-        num_key_value_heads=4, max_position_embeddings=65536, num_labels=10, pad_token_id=0,
-    )  # fmt: skip
+        vocab_size=vocab,
+        hidden_size=d,
+        intermediate_size=4 * d,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=65536,
+        num_labels=10,
+        pad_token_id=0,
+    )
     return LlamaForSequenceClassification(config).to(device)
 
 
@@ -225,10 +237,12 @@ def main() -> None:
         "--local-from", type=int, default=8192, help="above this length the Transformer uses block-local attention"
     )
     parser.add_argument(
-        "--full-attention-max-layers", type=int, default=2,
+        "--full-attention-max-layers",
+        type=int,
+        default=2,
         help="time full SDPA attention against block-local attention only up to this depth (a 6-layer full step "
         "at L=16384 takes minutes on 2 cores)",
-    )  # fmt: skip
+    )
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -310,8 +324,9 @@ def bench_one_shape(args, d: int, length: int, layers: int, device, dtype) -> li
         peaks = {}
         if not args.no_memory:
             for key, kind in probes.items():
-                peaks[key] = peak_memory_gib([kind, str(d), str(length), str(layers), str(args.batch), args.device,
-                                              args.dtype])  # fmt: skip
+                peaks[key] = peak_memory_gib(
+                    [kind, str(d), str(length), str(layers), str(args.batch), args.device, args.dtype]
+                )
         for key in steps:
             if key == "reference":
                 continue

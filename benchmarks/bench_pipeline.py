@@ -53,11 +53,23 @@ def recipe_for(task: str, model: str, steps: int, batch: int, workers: int, out:
     from spt_hf.training import load_recipe
 
     values = {
-        **TASKS[task], **MODELS[model], "hidden_size": 128, "num_hidden_layers": 2, "objective": "masked",
-        "per_device_train_batch_size": batch, "max_steps": steps, "eval_strategy": "no", "save_strategy": "no",
-        "load_best_model_at_end": False, "logging_steps": 10, "disable_tqdm": True, "seed": 0,
-        "dataloader_num_workers": workers, "max_grad_norm": 0.0, "output_dir": str(out),
-    }  # fmt: skip
+        **TASKS[task],
+        **MODELS[model],
+        "hidden_size": 128,
+        "num_hidden_layers": 2,
+        "objective": "masked",
+        "per_device_train_batch_size": batch,
+        "max_steps": steps,
+        "eval_strategy": "no",
+        "save_strategy": "no",
+        "load_best_model_at_end": False,
+        "logging_steps": 10,
+        "disable_tqdm": True,
+        "seed": 0,
+        "dataloader_num_workers": workers,
+        "max_grad_norm": 0.0,
+        "output_dir": str(out),
+    }
     path = out / "recipe.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(values))
@@ -117,10 +129,15 @@ def bench(task: str, model_name: str, steps: int, rounds: int, batch: int, worke
             bare_times += bare_block(model, batches, steps)
     pipe, bare = statistics.median(pipeline_times), statistics.median(bare_times)
     return {
-        "task": task, "model": model_name, "batch": batch, "dataloader_num_workers": workers,
-        "length": int(batches[0]["attention_mask"].shape[1]), "pipeline_steps_per_s": round(1 / pipe, 3),
-        "bare_steps_per_s": round(1 / bare, 3), "pipeline_over_bare": round(bare / pipe, 3),
-    }  # fmt: skip
+        "task": task,
+        "model": model_name,
+        "batch": batch,
+        "dataloader_num_workers": workers,
+        "length": int(batches[0]["attention_mask"].shape[1]),
+        "pipeline_steps_per_s": round(1 / pipe, 3),
+        "bare_steps_per_s": round(1 / bare, 3),
+        "pipeline_over_bare": round(bare / pipe, 3),
+    }
 
 
 def main() -> None:
@@ -140,8 +157,10 @@ def main() -> None:
         rows.append(row)
     print("\n| task | model | L | pipeline steps/s | bare steps/s | pipeline / bare |\n|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['task']} | {r['model']} | {r['length']} | {r['pipeline_steps_per_s']} | {r['bare_steps_per_s']} "
-              f"| {r['pipeline_over_bare']} |")  # fmt: skip
+        print(
+            f"| {r['task']} | {r['model']} | {r['length']} | {r['pipeline_steps_per_s']} | {r['bare_steps_per_s']} "
+            f"| {r['pipeline_over_bare']} |"
+        )
 
 
 if __name__ == "__main__":

@@ -19,8 +19,12 @@ VOCAB_SIZE, NUM_CHANNELS, LENGTH, BATCH = 20, 3, 12, 3
 # Tiny transformers backbones of spt_backbone: hidden 32 and 2 layers, as make_config's (the shared fields must agree
 # with the backbone's), dropout 0 so that train-mode checks are deterministic.
 TINY_BACKBONE = {"hidden_size": 32, "num_hidden_layers": 2, "max_position_embeddings": 64}
-TINY_ENCODER = {"num_attention_heads": 4, "intermediate_size": 64, "hidden_dropout_prob": 0.0,
-                "attention_probs_dropout_prob": 0.0}  # fmt: skip
+TINY_ENCODER = {
+    "num_attention_heads": 4,
+    "intermediate_size": 64,
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+}
 
 # (id, model_type, architecture kwargs). Input kind is added by `make_config`.
 TINY_CONFIGS = [
@@ -46,7 +50,7 @@ TINY_CONFIGS = [
             "chunk_size": 5,
             "attention_activation": "laplace",
         },
-    ),  # fmt: skip
+    ),
     (
         "spade",
         "spt_spade",
@@ -57,7 +61,7 @@ TINY_CONFIGS = [
             "state_size": 8,
             "max_position_embeddings": 16,
         },
-    ),  # fmt: skip
+    ),
     (
         "linformer-layerwise",
         "spt_linformer",
@@ -68,7 +72,7 @@ TINY_CONFIGS = [
             "projection_sharing": "layerwise",
             "max_position_embeddings": 32,
         },
-    ),  # fmt: skip
+    ),
     ("performer", "spt_performer", {"num_attention_heads": 4, "intermediate_size": 64, "num_random_features": 16}),
     *(
         (f"backbone-{backbone['model_type']}", "spt_backbone", {"backbone_config": {**TINY_BACKBONE, **backbone}})
@@ -140,11 +144,30 @@ def append_padding(inputs: dict, extra: int) -> dict:
 # The tiny "pretrained" backbone of the Pythia-route tests: a GPT-NeoX with Pythia's structure at hidden 32, and a
 # word-level tokenizer (built with `tokenizers`, nothing downloaded) that knows ListOps' pieces, the numbers 0-255 and
 # the letters; ids 0 and 1 are Pythia's end and padding tokens.
-PRETRAINED_WORDS = ["<|endoftext|>", "<|padding|>", "<unk>", "[", "]", "MAX", "MIN", "MED", "SM",
-                    *map(str, range(256)), *"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"]  # fmt: skip
-TINY_PYTHIA = {"model_type": "gpt_neox", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-               "intermediate_size": 64, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
-               "partial_rotary_factor": 0.25}, "vocab_size": 320, "bos_token_id": 0, "eos_token_id": 0}  # fmt: skip
+PRETRAINED_WORDS = [
+    "<|endoftext|>",
+    "<|padding|>",
+    "<unk>",
+    "[",
+    "]",
+    "MAX",
+    "MIN",
+    "MED",
+    "SM",
+    *map(str, range(256)),
+    *"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+]
+TINY_PYTHIA = {
+    "model_type": "gpt_neox",
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 64,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+    "vocab_size": 320,
+    "bos_token_id": 0,
+    "eos_token_id": 0,
+}
 
 
 def save_pretrained_backbone(folder, seed: int = 0):
@@ -155,8 +178,9 @@ def save_pretrained_backbone(folder, seed: int = 0):
     vocab = {word: index for index, word in enumerate(PRETRAINED_WORDS)}
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()  # "[MAX" -> "[", "MAX"
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|endoftext|>", pad_token="<|padding|>",
-                                   unk_token="<unk>")  # fmt: skip
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, eos_token="<|endoftext|>", pad_token="<|padding|>", unk_token="<unk>"
+    )
     torch.manual_seed(seed)
     model = AutoModel.from_config(AutoConfig.for_model(**TINY_PYTHIA))
     with torch.no_grad():  # "trained" norms and biases: a checkpoint's final LayerNorm is not a fresh one

@@ -59,8 +59,14 @@ def verify_backbone_transfer(model: nn.Module, checkpoint_dir: str | Path) -> in
 
 
 # Files of an exported model whose sha256 the pipeline records in results.json and checks before loading again.
-CHECKPOINT_FILE_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "config.json", "generation_config.json",
-                            "*.py", "*.npy")  # fmt: skip
+CHECKPOINT_FILE_PATTERNS = (
+    "*.safetensors",
+    "*.safetensors.index.json",
+    "config.json",
+    "generation_config.json",
+    "*.py",
+    "*.npy",
+)
 
 
 class CheckpointIntegrityError(RuntimeError):

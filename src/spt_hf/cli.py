@@ -22,8 +22,17 @@ import traceback
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-USER_ERRORS = (ValueError, TypeError, KeyError, FileNotFoundError, NotADirectoryError, FileExistsError,
-               PermissionError, FloatingPointError, RuntimeError)  # fmt: skip
+USER_ERRORS = (
+    ValueError,
+    TypeError,
+    KeyError,
+    FileNotFoundError,
+    NotADirectoryError,
+    FileExistsError,
+    PermissionError,
+    FloatingPointError,
+    RuntimeError,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,8 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
         ("finetune", [], "finetune from --model_name_or_path (an SPT checkpoint), or train from scratch without it"),
         ("run", [], "SPT, then finetuning from it (and --with-scratch: the scratch baseline), then the report"),
     ):
-        sub = command(name, recipe_command, text, aliases, add_help=False, usage=f"spt-hf {name} --config RECIPE.yaml "
-                      "[--key value ...]")  # fmt: skip
+        sub = command(
+            name,
+            recipe_command,
+            text,
+            aliases,
+            add_help=False,
+            usage=f"spt-hf {name} --config RECIPE.yaml [--key value ...]",
+        )
         sub.set_defaults(takes_overrides=True)
         sub.add_argument("-h", "--help", action="store_true", help="list every recipe key, in groups")
         sub.add_argument("--config", metavar="RECIPE.yaml", help="a recipe file or a shipped recipe's name")
@@ -107,13 +122,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     recipes = command("recipes", recipes_command, "list the recipes shipped with spt_hf, or print one's path")
     recipes.add_argument(
-        "what", nargs="*", metavar="FOLDER | path NAME",
+        "what",
+        nargs="*",
+        metavar="FOLDER | path NAME",
         help="a folder (cpu, listops, ...), or `path NAME` to print the file of one recipe (for `accelerate launch "
         "--config_file`)",
-    )  # fmt: skip
+    )
 
-    demo = command("demo", demo_command, "the README's main job: SPT vs scratch on real offline data; trailing "
-                   "--key value pairs override recipe keys in every phase")  # fmt: skip
+    demo = command(
+        "demo",
+        demo_command,
+        "the README's main job: SPT vs scratch on real offline data; trailing "
+        "--key value pairs override recipe keys in every phase",
+    )
     demo.set_defaults(takes_overrides=True)
     demo.add_argument("--output-dir", default="runs/demo")
     demo.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -129,10 +150,15 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0 1 2)")
     parser.add_argument("--recipes-dir", help="recipes (the paper's, default), recipes/cpu, or a folder")
     parser.add_argument("--output-dir", help="run folders and the report (default runs/compare)")
-    parser.add_argument("--with-scratch", action=argparse.BooleanOptionalAction, default=None,
-                        help="train the scratch baseline too (default: yes)")  # fmt: skip
-    parser.add_argument("--no-scratch", dest="with_scratch", action="store_false", default=None,
-                        help="the same as --no-with-scratch")  # fmt: skip
+    parser.add_argument(
+        "--with-scratch",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="train the scratch baseline too (default: yes)",
+    )
+    parser.add_argument(
+        "--no-scratch", dest="with_scratch", action="store_false", default=None, help="the same as --no-with-scratch"
+    )
     parser.add_argument("--num-train-examples", nargs="+", help="training set sizes (`full` for all of it)")
     parser.add_argument("--budget", choices=("equal", "tied"), help="default: as the recipes say (total_steps)")
     parser.add_argument("--launcher", choices=("local", "submitit", "ray"))
@@ -240,8 +266,18 @@ def compare_command(args, rest) -> int:
     from .training.arguments import parse_overrides, read_recipe_file
 
     values = read_recipe_file(Path(args.config)) if args.config else {}
-    for key in ("tasks", "architectures", "seeds", "recipes_dir", "output_dir", "with_scratch", "budget", "launcher",
-                "max_parallel", "accelerate_config"):  # fmt: skip
+    for key in (
+        "tasks",
+        "architectures",
+        "seeds",
+        "recipes_dir",
+        "output_dir",
+        "with_scratch",
+        "budget",
+        "launcher",
+        "max_parallel",
+        "accelerate_config",
+    ):
         if getattr(args, key) is not None:
             values[key] = getattr(args, key)
     if args.num_train_examples is not None:
@@ -301,9 +337,15 @@ def generate_command(args, rest) -> int:
     start = time.perf_counter()
     with tqdm(total=max(total, 0), desc=f"generate {args.task}", unit="ex") as bar:
         folder = generate_data(
-            args.task, args.out, args.num_train, args.num_val, args.num_test, seed=args.seed, progress=bar.update,
+            args.task,
+            args.out,
+            args.num_train,
+            args.num_val,
+            args.num_test,
+            seed=args.seed,
+            progress=bar.update,
             **options,
-        )  # fmt: skip
+        )
     seconds = time.perf_counter() - start
     print(f"wrote {total} {args.task} examples to {folder} in {seconds:.1f} s ({total / seconds:.0f} examples/s)")
     return 0

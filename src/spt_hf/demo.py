@@ -32,9 +32,13 @@ def run_demo(
             available = sorted(a for t, a in available_pairs(RECIPES_DIR / "cpu") if t == "digits")
             raise ValueError(f"No demo recipe for {architecture!r}; available: {available}.") from None
     spec = CompareSpec(
-        tasks=["digits"], architectures=list(architectures), seeds=list(seeds), recipes_dir="recipes/cpu",
-        output_dir=output_dir, overrides=dict(overrides or {}),
-    )  # fmt: skip
+        tasks=["digits"],
+        architectures=list(architectures),
+        seeds=list(seeds),
+        recipes_dir="recipes/cpu",
+        output_dir=output_dir,
+        overrides=dict(overrides or {}),
+    )
     result = run_compare(spec)
     root = Path(output_dir)
     table = markdown_table(comparison_rows(find_results([root])))

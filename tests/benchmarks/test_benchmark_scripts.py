@@ -27,8 +27,22 @@ def run_script(name: str, *args: str, timeout: int = 300) -> list[dict]:
 
 
 def test_bench_layers_reports_speed_agreement_and_churn():
-    rows = run_script("bench_layers.py", "--layers", "s4d", "attention", "--d", "16", "--L", "256", "--batch", "2",
-                      "--steps", "1", "--warmup", "1")  # fmt: skip
+    rows = run_script(
+        "bench_layers.py",
+        "--layers",
+        "s4d",
+        "attention",
+        "--d",
+        "16",
+        "--L",
+        "256",
+        "--batch",
+        "2",
+        "--steps",
+        "1",
+        "--warmup",
+        "1",
+    )
     results = [row for row in rows if "layer" in row]
     assert [row["layer"] for row in results] == ["s4d", "attention"]
     for row in results:
@@ -38,17 +52,53 @@ def test_bench_layers_reports_speed_agreement_and_churn():
 
 
 def test_bench_layers_bf16_autocast_runs():
-    rows = run_script("bench_layers.py", "--layers", "dlr64", "--d", "16", "--L", "128", "--batch", "2", "--steps",
-                      "1", "--warmup", "1", "--no-memory", "--dtype", "bf16")  # fmt: skip
+    rows = run_script(
+        "bench_layers.py",
+        "--layers",
+        "dlr64",
+        "--d",
+        "16",
+        "--L",
+        "128",
+        "--batch",
+        "2",
+        "--steps",
+        "1",
+        "--warmup",
+        "1",
+        "--no-memory",
+        "--dtype",
+        "bf16",
+    )
     assert rows[-1]["dtype"] == "bf16" and rows[-1]["ours_tok_s"] > 0
 
 
 @pytest.mark.parametrize("length", [256, 512])  # at or below --local-from: against Llama; above: block-local
 def test_bench_models_compares_against_its_references(length):
     baselines = ["mega-chunk", "linformer", "performer"] if length > 256 else []  # timed in-process, no reference
-    rows = run_script("bench_models.py", "--models", "transformer", "s4d", *baselines, "--d", "16", "--lengths",
-                      str(length), "--layers", "1", "--batch", "1", "--repeats", "1", "--window", "64", "128",
-                      "--local-from", "256", *(["--no-memory"] if length > 256 else []))  # fmt: skip
+    rows = run_script(
+        "bench_models.py",
+        "--models",
+        "transformer",
+        "s4d",
+        *baselines,
+        "--d",
+        "16",
+        "--lengths",
+        str(length),
+        "--layers",
+        "1",
+        "--batch",
+        "1",
+        "--repeats",
+        "1",
+        "--window",
+        "64",
+        "128",
+        "--local-from",
+        "256",
+        *(["--no-memory"] if length > 256 else []),
+    )
     models = {row["model"]: row for row in rows if "model" in row}
     if length == 256:
         assert models["transformer (causal)"]["reference"] == "Llama (transformers, SDPA)"
@@ -62,8 +112,20 @@ def test_bench_models_compares_against_its_references(length):
 
 
 def test_bench_long_reports_memory_per_token():
-    rows = run_script("bench_long.py", "--models", "s4d", "transformer-local", "--d", "16", "--layers", "1",
-                      "--lengths", "1024", "--window", "256")  # fmt: skip
+    rows = run_script(
+        "bench_long.py",
+        "--models",
+        "s4d",
+        "transformer-local",
+        "--d",
+        "16",
+        "--layers",
+        "1",
+        "--lengths",
+        "1024",
+        "--window",
+        "256",
+    )
     assert len(rows) == 4 and all("error" not in row for row in rows), rows
     assert {row["checkpointing"] for row in rows} == {False, True}
     assert all(row["mib_per_1k_tokens"] >= 0 for row in rows)
@@ -72,8 +134,20 @@ def test_bench_long_reports_memory_per_token():
 @pytest.mark.slow
 def test_bench_compile_compares_compiled_and_eager_steps():
     """Inductor compiles for about 30 s per model on 2 cores: slow (make test-slow)."""
-    (row,) = run_script("bench_compile.py", "--models", "s4d", "--d", "16", "--length", "32", "--batch", "2",
-                        "--steps", "1", timeout=900)  # fmt: skip
+    (row,) = run_script(
+        "bench_compile.py",
+        "--models",
+        "s4d",
+        "--d",
+        "16",
+        "--length",
+        "32",
+        "--batch",
+        "2",
+        "--steps",
+        "1",
+        timeout=900,
+    )
     assert row["first_compiled_call_s"] > 0 and row["eager_step_s"] > 0 and row["compiled_step_s"] > 0
     assert row["grad_diff"] < 1e-4
 
@@ -84,14 +158,36 @@ def test_bench_data_compares_the_cache_with_float32_arrays(tmp_path):
     from spt_hf.data import generate_data
 
     generate_data("pathfinder", tmp_path / "pf", 40, 8, 8, seed=0)
-    (row,) = run_script("bench_data.py", "--tasks", "pathfinder", "--data-dir", f"pathfinder={tmp_path / 'pf'}",
-                        "--batches", "1", timeout=900)  # fmt: skip
+    (row,) = run_script(
+        "bench_data.py",
+        "--tasks",
+        "pathfinder",
+        "--data-dir",
+        f"pathfinder={tmp_path / 'pf'}",
+        "--batches",
+        "1",
+        timeout=900,
+    )
     assert row["identical_batches"] and row["cache_train_mib"] < row["reference_train_mib"]
 
 
 def test_bench_models_times_spt_backbone_against_the_bare_transformers_model():
-    rows = run_script("bench_models.py", "--models", "llama", "--d", "16", "--lengths", "64", "--layers", "1",
-                      "--batch", "1", "--repeats", "1", "--no-memory")  # fmt: skip
+    rows = run_script(
+        "bench_models.py",
+        "--models",
+        "llama",
+        "--d",
+        "16",
+        "--lengths",
+        "64",
+        "--layers",
+        "1",
+        "--batch",
+        "1",
+        "--repeats",
+        "1",
+        "--no-memory",
+    )
     (row,) = [row for row in rows if "model" in row]
     assert row["model"] == "llama (spt_backbone)" and row["reference"] == "llama (transformers AutoModel + head)"
     assert row["tokens_per_s"] > 0 and row["over_reference"] > 0

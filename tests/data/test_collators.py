@@ -30,8 +30,9 @@ def _token_examples(lengths: list[int], seed: int = 0) -> list[dict]:
 
 def _pixel_examples(lengths: list[int], seed: int = 0) -> list[dict]:
     rng = np.random.default_rng(seed)
-    return [{"input_values": rng.integers(0, 256, (n, 1)).astype(np.float32), "label": i % 2}
-            for i, n in enumerate(lengths)]  # fmt: skip
+    return [
+        {"input_values": rng.integers(0, 256, (n, 1)).astype(np.float32), "label": i % 2} for i, n in enumerate(lengths)
+    ]
 
 
 def test_masked_tokens_invariants_and_rate() -> None:
@@ -124,8 +125,9 @@ def test_collators_accept_tensors_and_run_in_a_dataloader() -> None:
 
 def test_worker_streams_differ_per_worker_and_epoch() -> None:
     data = [{"input_ids": [5] * 64, "label": 0}] * 4
-    loader = torch.utils.data.DataLoader(data, batch_size=1, num_workers=2, collate_fn=MaskedSPTCollator(LISTOPS),
-                                         multiprocessing_context="fork")  # fmt: skip
+    loader = torch.utils.data.DataLoader(
+        data, batch_size=1, num_workers=2, collate_fn=MaskedSPTCollator(LISTOPS), multiprocessing_context="fork"
+    )
     epochs = [[tuple(b["labels"][0].tolist()) for b in loader] for _ in range(2)]
     assert len(set(epochs[0])) == 4 and set(epochs[0]) != set(epochs[1])
 
@@ -173,7 +175,9 @@ def test_indexed_masks_are_a_pure_function_of_seed_epoch_and_example():
     first = read([0, 1, 2, 3], epoch=0)
     collator([{**examples[0], "spt_epoch": 9, "spt_index": 0}])  # reads in between change nothing
     again = read([3, 1], epoch=0)
-    assert all(torch.equal(first[i][: len(examples[i]["input_ids"])], again[i][: len(examples[i]["input_ids"])])
-               for i in (1, 3))  # fmt: skip
+    assert all(
+        torch.equal(first[i][: len(examples[i]["input_ids"])], again[i][: len(examples[i]["input_ids"])])
+        for i in (1, 3)
+    )
     later = read([1], epoch=1)
     assert not torch.equal(first[1], later[1])

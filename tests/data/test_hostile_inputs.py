@@ -146,9 +146,17 @@ def test_listops_random_bytes(data: bytes) -> None:
             assert out and all(0 <= ex["label"] <= 9 and max(ex["input_ids"]) < len(LISTOPS_VOCAB) for ex in out)
 
 
-LISTOPS_MUTATIONS = ("clean variations", "wrong column count", "label out of range", "label not an integer",
-                     "truncated row", "expression cut, label kept", "unknown symbol", "bad utf-8",
-                     "empty / header only")  # fmt: skip
+LISTOPS_MUTATIONS = (
+    "clean variations",
+    "wrong column count",
+    "label out of range",
+    "label not an integer",
+    "truncated row",
+    "expression cut, label kept",
+    "unknown symbol",
+    "bad utf-8",
+    "empty / header only",
+)
 
 
 @pytest.mark.parametrize("mutation", LISTOPS_MUTATIONS)
@@ -444,8 +452,17 @@ def test_pathfinder_wrong_layout_says_what_is_expected(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- .ts time series
 TS_HEADER = "@problemName X\n@timeStamps false\n@univariate false\n@targetLabel true\n@data\n"
-TS_MUTATIONS = ("clean variations", "missing or non-finite value", "missing target", "wrong dimension count",
-                "unequal lengths", "bad utf-8", "no @data", "no series", "not regression")  # fmt: skip
+TS_MUTATIONS = (
+    "clean variations",
+    "missing or non-finite value",
+    "missing target",
+    "wrong dimension count",
+    "unequal lengths",
+    "bad utf-8",
+    "no @data",
+    "no series",
+    "not regression",
+)
 BAD_VALUES = ("NaN", "nan", "?", "", " ", "inf", "-Infinity", "1e999", "abc", "1 2", "0x1F")
 series_st = st.integers(1, 3).flatmap(
     lambda c: st.lists(
@@ -543,8 +560,11 @@ def _wav(rate: int, width: int, channels: int, frames: bytes) -> bytes:
 
 
 wav_st = st.tuples(st.sampled_from([8000, 16000, 22050, 44100]), st.sampled_from([1, 2, 4]), st.integers(1, 2)).flatmap(
-    lambda p: st.tuples(st.just(p), st.binary(min_size=p[1] * p[2], max_size=800).map(
-        lambda b: b[: len(b) // (p[1] * p[2]) * p[1] * p[2]])))  # fmt: skip
+    lambda p: st.tuples(
+        st.just(p),
+        st.binary(min_size=p[1] * p[2], max_size=800).map(lambda b: b[: len(b) // (p[1] * p[2]) * p[1] * p[2]]),
+    )
+)
 
 
 def _wav_read(path: Path) -> Callable[[], tuple[np.ndarray, int, np.ndarray]]:
@@ -778,11 +798,14 @@ def unsafe_loads(source: str, filename: str = "<string>") -> list[str]:
             (module in UNSAFE_MODULES and func in ("load", "loads", "Unpickler", "open"))
             or name.endswith("read_pickle")
             or (name == "torch.load" and not (isinstance(weights_only, ast.Constant) and weights_only.value is True))
-            or (name.startswith("numpy.") and allow_pickle is not None
-                and not (isinstance(allow_pickle, ast.Constant) and allow_pickle.value is False))
+            or (
+                name.startswith("numpy.")
+                and allow_pickle is not None
+                and not (isinstance(allow_pickle, ast.Constant) and allow_pickle.value is False)
+            )
             or (module == "yaml" and func in UNSAFE_YAML)
             or (isinstance(node.func, ast.Name) and node.func.id in ("eval", "exec") and node.func.id not in aliases)
-        )  # fmt: skip
+        )
         if unsafe:
             found.append(f"{filename}:{node.lineno}: {ast.unparse(node)[:120]}")
     return found

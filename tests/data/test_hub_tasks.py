@@ -95,8 +95,12 @@ def _wav(samples: np.ndarray, rate: int) -> bytes:
 
 def test_speech_commands_copy(tmp_path: Path) -> None:
     names = [*SPEECH_COMMANDS_WORDS[:5], "_silence_"]
-    struct = datasets.Features({"audio": {"bytes": datasets.Value("binary"), "path": datasets.Value("string")},
-                                "label": datasets.ClassLabel(names=names)})  # fmt: skip
+    struct = datasets.Features(
+        {
+            "audio": {"bytes": datasets.Value("binary"), "path": datasets.Value("string")},
+            "label": datasets.ClassLabel(names=names),
+        }
+    )
     clip = 0.5 * np.sin(np.arange(12000) / 7.0)
     for split in ("train", "validation", "test"):
         rows = {"audio": [{"bytes": _wav(clip, 16000), "path": f"{w}.wav"} for w in names], "label": list(range(6))}

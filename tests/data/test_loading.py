@@ -69,8 +69,21 @@ def test_split_seed_changes_the_pool_split() -> None:
 
 
 def test_every_spec_is_consistent() -> None:
-    expected = {"listops", "text", "retrieval", "image", "pathfinder", "pathx", "pathx256", "scifar",
-                "speech_commands", "bidmc", "digits", "fashion_mnist", "spoken_digits"}  # fmt: skip
+    expected = {
+        "listops",
+        "text",
+        "retrieval",
+        "image",
+        "pathfinder",
+        "pathx",
+        "pathx256",
+        "scifar",
+        "speech_commands",
+        "bidmc",
+        "digits",
+        "fashion_mnist",
+        "spoken_digits",
+    }
     assert expected <= set(TASKS)
     for name in TASKS:
         spec = get_task_spec(name)

@@ -18,8 +18,21 @@ from spt_hf.data.generators.pathfinder import write_pathfinder_splits
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("pf")
-    argv = ["pathfinder", "--out", str(out), "--num-train", "40", "--num-val", "5", "--num-test", "5",
-            "--images-per-batch", "20", "--seed", "1"]  # fmt: skip
+    argv = [
+        "pathfinder",
+        "--out",
+        str(out),
+        "--num-train",
+        "40",
+        "--num-val",
+        "5",
+        "--num-test",
+        "5",
+        "--images-per-batch",
+        "20",
+        "--seed",
+        "1",
+    ]
     assert cli_main(["generate-data", *argv]) == 0
     return out
 

@@ -251,8 +251,10 @@ def test_retrieval_pads_each_document_on_its_own(
     firsts, seconds = firsts[:n], seconds[:n]
     assume(max(firsts) > 0 and max(seconds) > 0)
     one, two = _tokens(firsts, seed), _tokens(seconds, seed + 1)
-    examples = [{"input_ids": a["input_ids"], "input_ids_2": b["input_ids"], "label": i % 2} for i, (a, b) in
-                enumerate(zip(one, two))]  # fmt: skip
+    examples = [
+        {"input_ids": a["input_ids"], "input_ids_2": b["input_ids"], "label": i % 2}
+        for i, (a, b) in enumerate(zip(one, two))
+    ]
     batch = RetrievalCollator(RETRIEVAL, pad_to_multiple_of=multiple)(examples)
     ids, real = _original(one, _round_up(max(firsts), multiple))
     ids2, real2 = _original(two, _round_up(max(seconds), multiple))

@@ -38,16 +38,25 @@ def test_values_that_are_not_8_bit_levels_cannot_be_rendered(tokenizer):
 
 def test_a_task_is_retokenised_with_its_labels_and_pairs(tokenizer):
     spec = get_task_spec("retrieval")
-    splits = datasets.DatasetDict({
-        split: datasets.Dataset.from_dict(
-            {"input_ids": [BYTE_VOCAB.encode_text("ab"), BYTE_VOCAB.encode_text("b") + [EOS_ID]],
-             "input_ids_2": [BYTE_VOCAB.encode_text("c"), BYTE_VOCAB.encode_text("7")], "label": [0, 1]},
-            features=spec.features(),
-        )
-        for split in ("train", "validation", "test")
-    })  # fmt: skip
+    splits = datasets.DatasetDict(
+        {
+            split: datasets.Dataset.from_dict(
+                {
+                    "input_ids": [BYTE_VOCAB.encode_text("ab"), BYTE_VOCAB.encode_text("b") + [EOS_ID]],
+                    "input_ids_2": [BYTE_VOCAB.encode_text("c"), BYTE_VOCAB.encode_text("7")],
+                    "label": [0, 1],
+                },
+                features=spec.features(),
+            )
+            for split in ("train", "validation", "test")
+        }
+    )
     converted, new_spec = retokenize_task(splits, spec, tokenizer, name="tiny")
     assert converted["train"]["input_ids"] == [[WORD["a"], WORD["b"]], [WORD["b"], END]]
     assert converted["train"]["input_ids_2"] == [[WORD["c"]], [WORD["7"]]] and converted["test"]["label"] == [0, 1]
     assert (new_spec.input_kind, new_spec.vocab_size, new_spec.paired, new_spec.max_length) == (
-        "tokens", len(tokenizer), True, 2)  # fmt: skip
+        "tokens",
+        len(tokenizer),
+        True,
+        2,
+    )

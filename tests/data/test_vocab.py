@@ -12,8 +12,12 @@ def test_special_ids_and_sizes() -> None:
     assert (PAD_ID, MASK_ID, EOS_ID, UNK_ID) == (0, 1, 2, 3)
     assert len(BYTE_VOCAB) == 260 and len(LISTOPS_VOCAB) == 19 and len(DIGITS_VOCAB) == 21
     for vocab in (BYTE_VOCAB, LISTOPS_VOCAB, DIGITS_VOCAB):
-        assert vocab.special_token_ids() == {"pad_token_id": 0, "mask_token_id": 1, "eos_token_id": 2,
-                                             "unk_token_id": 3}  # fmt: skip
+        assert vocab.special_token_ids() == {
+            "pad_token_id": 0,
+            "mask_token_id": 1,
+            "eos_token_id": 2,
+            "unk_token_id": 3,
+        }
 
 
 def test_listops_order_is_fixed() -> None:

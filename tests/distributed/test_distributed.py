@@ -17,9 +17,19 @@ from helpers import TINY_CONFIGS
 
 HERE = Path(__file__).resolve().parent
 LAUNCH = [
-    sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-    "--mixed_precision", "no", "--dynamo_backend", "no",
-]  # fmt: skip
+    sys.executable,
+    "-m",
+    "accelerate.commands.launch",
+    "--multi_gpu",
+    "--num_processes",
+    "2",
+    "--num_machines",
+    "1",
+    "--mixed_precision",
+    "no",
+    "--dynamo_backend",
+    "no",
+]
 
 
 def free_port() -> int:
@@ -64,12 +74,25 @@ def test_parallel_step_equals_single_process_step_on_the_global_batch(mode, tmp_
 
 def test_pipeline_trains_on_two_processes(tmp_path):
     recipe = {
-        "task": "digits", "task_options": {"input_kind": "tokens"}, "model_type": "spt_rotary_transformer",
-        "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32,
-        "per_device_train_batch_size": 8, "per_device_eval_batch_size": 64, "max_steps": 4, "eval_strategy": "steps",
-        "eval_steps": 2, "save_strategy": "steps", "save_steps": 2, "logging_steps": 2, "seed": 0,
-        "ddp_find_unused_parameters": False, "output_dir": str(tmp_path / "run"),
-    }  # fmt: skip
+        "task": "digits",
+        "task_options": {"input_kind": "tokens"},
+        "model_type": "spt_rotary_transformer",
+        "hidden_size": 16,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+        "per_device_train_batch_size": 8,
+        "per_device_eval_batch_size": 64,
+        "max_steps": 4,
+        "eval_strategy": "steps",
+        "eval_steps": 2,
+        "save_strategy": "steps",
+        "save_steps": 2,
+        "logging_steps": 2,
+        "seed": 0,
+        "ddp_find_unused_parameters": False,
+        "output_dir": str(tmp_path / "run"),
+    }
     (tmp_path / "r.yaml").write_text(json.dumps(recipe))
     start = time.perf_counter()
     result = launch(["-m", "spt_hf", "pretrain", "--config", "r.yaml"], cwd=tmp_path)

@@ -51,8 +51,23 @@ import yaml
 
 LFS_THRESHOLD = 10 * 1024 * 1024
 # The .gitattributes the Hub writes into new repositories (abridged): these patterns always go the LFS way.
-LFS_PATTERNS = ("*.bin", "*.safetensors", "*.pt", "*.pth", "*.ckpt", "*.h5", "*.npy", "*.npz", "*.pkl", "*.onnx",
-                "*.msgpack", "*.zip", "*.gz", "*.tar", "*tfevents*")  # fmt: skip
+LFS_PATTERNS = (
+    "*.bin",
+    "*.safetensors",
+    "*.pt",
+    "*.pth",
+    "*.ckpt",
+    "*.h5",
+    "*.npy",
+    "*.npz",
+    "*.pkl",
+    "*.onnx",
+    "*.msgpack",
+    "*.zip",
+    "*.gz",
+    "*.tar",
+    "*tfevents*",
+)
 GITATTRIBUTES = "".join(f"{pattern} filter=lfs diff=lfs merge=lfs -text\n" for pattern in LFS_PATTERNS).encode()
 USER = "tester"
 
@@ -306,12 +321,27 @@ class HubHandler(BaseHTTPRequestHandler):
             full = json.loads(self.store.read_object(files["config.json"]["sha256"]))
             config = {k: full[k] for k in ("architectures", "model_type", "auto_map") if k in full}
         siblings = [{"rfilename": path} for path in sorted(files)]
-        payload = {"_id": hashlib.sha1(repo_id.encode()).hexdigest()[:24], "id": repo_id, "modelId": repo_id,
-                   "author": ns, "sha": commit["id"], "lastModified": commit["date"], "createdAt": repo["createdAt"],
-                   "private": repo["private"], "disabled": False, "gated": False, "downloads": 0, "likes": 0,
-                   "tags": metadata.get("tags") or [], "library_name": metadata.get("library_name"),
-                   "pipeline_tag": metadata.get("pipeline_tag"), "cardData": metadata or None,
-                   "model-index": metadata.get("model-index"), "config": config, "siblings": siblings}  # fmt: skip
+        payload = {
+            "_id": hashlib.sha1(repo_id.encode()).hexdigest()[:24],
+            "id": repo_id,
+            "modelId": repo_id,
+            "author": ns,
+            "sha": commit["id"],
+            "lastModified": commit["date"],
+            "createdAt": repo["createdAt"],
+            "private": repo["private"],
+            "disabled": False,
+            "gated": False,
+            "downloads": 0,
+            "likes": 0,
+            "tags": metadata.get("tags") or [],
+            "library_name": metadata.get("library_name"),
+            "pipeline_tag": metadata.get("pipeline_tag"),
+            "cardData": metadata or None,
+            "model-index": metadata.get("model-index"),
+            "config": config,
+            "siblings": siblings,
+        }
         self.send(200, payload)
 
     def preupload(self, ns, name, revision, query):
@@ -325,8 +355,9 @@ class HubHandler(BaseHTTPRequestHandler):
             oid = None
             if existing is not None:
                 oid = existing["sha256"] if existing["lfs"] else existing["oid"]
-            answers.append({"path": item["path"], "uploadMode": "lfs" if lfs else "regular", "shouldIgnore": False,
-                            "oid": oid})  # fmt: skip
+            answers.append(
+                {"path": item["path"], "uploadMode": "lfs" if lfs else "regular", "shouldIgnore": False, "oid": oid}
+            )
         self.send(200, {"files": answers, "commitOid": self.store.resolve(repo, revision)["id"]})
 
     def lfs_batch(self, ns, name, query):
@@ -390,11 +421,13 @@ class HubHandler(BaseHTTPRequestHandler):
             raise HubError(412, f"A commit has happened since {parent} on {branch}; pull and retry")
         metadata = card_metadata(files, self.store)
         validate_model_index(metadata)
-        commit_id = self.store.commit(repo_id, branch, header.get("summary", ""), header.get("description", ""),
-                                      files, head["id"])  # fmt: skip
+        commit_id = self.store.commit(
+            repo_id, branch, header.get("summary", ""), header.get("description", ""), files, head["id"]
+        )
         url = f"{self.base_url()}/{repo_id}/commit/{commit_id}"
-        self.send(200, {"success": True, "commitOid": commit_id, "commitUrl": url, "hookOutput": "",
-                        "pullRequestUrl": None})  # fmt: skip
+        self.send(
+            200, {"success": True, "commitOid": commit_id, "commitUrl": url, "hookOutput": "", "pullRequestUrl": None}
+        )
 
     def validate_yaml(self, query):
         body = self.json_body()
@@ -469,8 +502,11 @@ class HubHandler(BaseHTTPRequestHandler):
         def listing(refs: dict, kind: str) -> list[dict]:
             return [{"name": n, "ref": f"refs/{kind}/{n}", "targetCommit": c} for n, c in sorted(refs.items())]
 
-        payload = {"branches": listing(repo["branches"], "heads"), "tags": listing(repo["tags"], "tags"),
-                   "converts": []}  # fmt: skip
+        payload = {
+            "branches": listing(repo["branches"], "heads"),
+            "tags": listing(repo["tags"], "tags"),
+            "converts": [],
+        }
         if query.get("include_prs"):
             payload["pullRequests"] = []
         self.send(200, payload)

@@ -30,8 +30,15 @@ from spt_hf.hub import MissingHubCredentialsError, check_credentials, ensure_pus
 from spt_hf.training.arguments import SPTTrainingArguments
 
 WRONG_TOKEN = "hf_wrong_" + hashlib.sha256(TOKEN.encode()).hexdigest()[:20]
-MODELING_FILES = {"blocks.py", "cache.py", "configuration_rotary_transformer.py", "configuration_sequence.py",
-                  "heads.py", "modeling_rotary_transformer.py", "modeling_sequence.py"}  # fmt: skip
+MODELING_FILES = {
+    "blocks.py",
+    "cache.py",
+    "configuration_rotary_transformer.py",
+    "configuration_sequence.py",
+    "heads.py",
+    "modeling_rotary_transformer.py",
+    "modeling_sequence.py",
+}
 
 PUSH = """
 import sys
@@ -121,8 +128,14 @@ def file_hashes(folder: Path) -> dict[str, str]:
 
 def big_checkpoint(folder: Path) -> Path:
     """A model over 10 MiB (a large vocabulary): its safetensors file must go the LFS way."""
-    config = AutoConfig.for_model("spt_rotary_transformer", vocab_size=24000, hidden_size=64, num_hidden_layers=1,
-                                  num_attention_heads=2, intermediate_size=64)  # fmt: skip
+    config = AutoConfig.for_model(
+        "spt_rotary_transformer",
+        vocab_size=24000,
+        hidden_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+    )
     AutoModelForMaskedLM.from_config(config).save_pretrained(folder)
     assert (folder / "model.safetensors").stat().st_size > 10 * 2**20
     return folder
@@ -130,8 +143,15 @@ def big_checkpoint(folder: Path) -> Path:
 
 def causal_checkpoint(folder: Path) -> Path:
     """A causal LM (what causal SPT saves): it comes with a generation config."""
-    config = AutoConfig.for_model("spt_rotary_transformer", vocab_size=21, hidden_size=16, num_hidden_layers=1,
-                                  num_attention_heads=2, intermediate_size=32, bidirectional=False)  # fmt: skip
+    config = AutoConfig.for_model(
+        "spt_rotary_transformer",
+        vocab_size=21,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        bidirectional=False,
+    )
     AutoModelForCausalLM.from_config(config).save_pretrained(folder)
     return folder
 
@@ -194,8 +214,12 @@ def test_push_of_a_run_uploads_the_checkpoint_and_nothing_else(pushed, hub_serve
     local = (tiny_run / "spt" / "model.safetensors").read_bytes()
     assert files["model.safetensors"]["sha256"] == hashlib.sha256(local).hexdigest()
     config = json.loads((hub_server.root / "store" / "objects" / files["config.json"]["sha256"]).read_text())
-    assert set(config["auto_map"]) >= {"AutoConfig", "AutoModel", "AutoModelForMaskedLM",
-                                       "AutoModelForSequenceClassification"}  # fmt: skip
+    assert set(config["auto_map"]) >= {
+        "AutoConfig",
+        "AutoModel",
+        "AutoModelForMaskedLM",
+        "AutoModelForSequenceClassification",
+    }
     assert hub_server.state()["tester/tiny-finetuned"]["private"]
     with pytest.raises(urllib.error.HTTPError, match="404"):  # a private repository is invisible without a token
         urllib.request.urlopen(f"{hub_server.url}/api/models/tester/tiny-finetuned", timeout=30)
@@ -281,8 +305,18 @@ def test_trainer_pushes_during_training(hub_client, hub_server, tmp_path):
     # One save during training, and no TensorBoard: the Trainer uploads in the background while training goes on, so
     # a file rewritten meanwhile (the next save's weights, growing event files) no longer matches the hash it
     # announced, and that push fails (on the Hub as here) at random.
-    recipe.write_text(json.dumps({**TINY_RUN, "objective": "masked", "output_dir": str(tmp_path / "out"),
-                                  "report_to": "none", "save_steps": 4, "eval_steps": 4}))  # fmt: skip
+    recipe.write_text(
+        json.dumps(
+            {
+                **TINY_RUN,
+                "objective": "masked",
+                "output_dir": str(tmp_path / "out"),
+                "report_to": "none",
+                "save_steps": 4,
+                "eval_steps": 4,
+            }
+        )
+    )
     hub_client.run(PIPELINE_PUSH, {"recipe": str(recipe)})
     state = hub_server.state()["tester/pipeline-spt"]
     titles = [commit["title"] for commit in state["commits"].values()]

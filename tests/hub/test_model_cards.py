@@ -167,8 +167,12 @@ def test_an_spt_backbone_card_names_its_backbone(tiny_run):
     results = load(tiny_run, "spt")
     backbone = {"model_type": "mamba", "hidden_size": 16, "num_hidden_layers": 1}
     results["model_type"] = "spt_backbone"
-    results["model_config"] = {**results["model_config"], "model_type": "spt_backbone", "backbone_config": backbone,
-                               "backbone_input": "embeddings"}  # fmt: skip
+    results["model_config"] = {
+        **results["model_config"],
+        "model_type": "spt_backbone",
+        "backbone_config": backbone,
+        "backbone_input": "embeddings",
+    }
     card = render_model_card(results)
     assert "A `spt_backbone (mamba)` model" in card.text and "| model type | `spt_backbone (mamba)` |" in card.text
     assert "| backbone_input | embeddings |" in card.text

@@ -31,10 +31,18 @@ def backbone(model_type: str, **overrides):
 
 @pytest.mark.parametrize(
     "model_type, expected",
-    [("bert", ("encoder", True)), ("roberta", ("encoder", True)), ("big_bird", ("encoder", True)),
-     ("modernbert", ("encoder", False)), ("distilbert", ("encoder", False)), ("llama", ("decoder", True)),
-     ("mamba", ("decoder", True)), ("gpt2", ("decoder", True)), ("rwkv", ("decoder", True))],
-)  # fmt: skip
+    [
+        ("bert", ("encoder", True)),
+        ("roberta", ("encoder", True)),
+        ("big_bird", ("encoder", True)),
+        ("modernbert", ("encoder", False)),
+        ("distilbert", ("encoder", False)),
+        ("llama", ("decoder", True)),
+        ("mamba", ("decoder", True)),
+        ("gpt2", ("decoder", True)),
+        ("rwkv", ("decoder", True)),
+    ],
+)
 def test_direction_comes_from_transformers_auto_mappings(model_type, expected):
     assert backbone_direction(AutoConfig.for_model(model_type)) == expected
 
@@ -148,8 +156,11 @@ def test_spt_hf_replaces_the_backbones_embedding_and_final_norm_and_every_parame
     inner = model.model.backbone_model
     assert isinstance(inner.get_input_embeddings(), RemovedInputEmbedding)
     assert getattr(inner, "pooler", None) is None
-    assert not any(name.endswith(("norm_f", "final_layer_norm", "final_norm")) for name, _ in inner.named_modules()
-                   if not isinstance(inner.get_submodule(name), RemovedFinalNorm))  # fmt: skip
+    assert not any(
+        name.endswith(("norm_f", "final_layer_norm", "final_norm"))
+        for name, _ in inner.named_modules()
+        if not isinstance(inner.get_submodule(name), RemovedFinalNorm)
+    )
     model(**head_inputs(model, head)).loss.backward()
     unused = [name for name, p in model.named_parameters() if p.requires_grad and p.grad is None]
     assert not unused
@@ -176,8 +187,9 @@ def test_a_decoder_without_a_cache_or_attention_mask_generates_by_rerunning_and_
     inputs["attention_mask"][0, 0] = 0
     with pytest.raises(ValueError, match="takes no attention mask, so padding must be on the right"):
         model(**inputs)
-    rwkv = AutoConfig.for_model("spt_backbone", **backbone("rwkv", attention_hidden_size=32, intermediate_size=64),
-                                bidirectional=False)  # fmt: skip
+    rwkv = AutoConfig.for_model(
+        "spt_backbone", **backbone("rwkv", attention_hidden_size=32, intermediate_size=64), bidirectional=False
+    )
     model = AutoModelForCausalLM.from_config(rwkv).eval()
     assert model.generation_config.use_cache is False
     prompt = make_inputs(rwkv, batch=2, length=4)["input_ids"]
@@ -191,8 +203,9 @@ def test_a_decoder_without_a_cache_or_attention_mask_generates_by_rerunning_and_
 def test_block_sparse_bigbird_gets_whole_blocks_without_its_token_embedding():
     """BigBird pads to a multiple of its block size by looking up its own (removed) token embedding; spt_backbone
     pads the embedded inputs itself and crops the outputs."""
-    config = AutoConfig.for_model("spt_backbone", **backbone("big_bird", attention_type="block_sparse", block_size=2,
-                                                             num_random_blocks=1))  # fmt: skip
+    config = AutoConfig.for_model(
+        "spt_backbone", **backbone("big_bird", attention_type="block_sparse", block_size=2, num_random_blocks=1)
+    )
     model = AutoModelForMaskedLM.from_config(config)
     inputs = make_inputs(config, length=17, pad_last=3)  # more than (5 + 2) x 2 positions: block-sparse, odd length
     outputs = model(**inputs, labels=inputs["input_ids"], output_hidden_states=True)
@@ -207,8 +220,9 @@ def pretrained(tmp_path_factory):
 
 
 def pretrained_config(source, **overrides):
-    return AutoConfig.for_model("spt_backbone", vocab_size=20, num_labels=3, backbone_name_or_path=str(source),
-                                **overrides)  # fmt: skip
+    return AutoConfig.for_model(
+        "spt_backbone", vocab_size=20, num_labels=3, backbone_name_or_path=str(source), **overrides
+    )
 
 
 def test_the_tokenizer_route_reproduces_the_pretrained_model(pretrained):
@@ -284,9 +298,17 @@ OTHER_BACKBONES = {
     "bloom": {"hidden_size": 32, "n_layer": 2, "n_head": 4},
     "falcon_mamba": {**TINY_BACKBONE, "state_size": 8},
     "rwkv": {**TINY_BACKBONE, "attention_hidden_size": 32, "intermediate_size": 64, "context_length": 64},
-    "jamba": {**TINY_BACKBONE, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 64,
-              "mamba_d_state": 8, "num_experts": 2, "attn_layer_period": 2, "attn_layer_offset": 1},
-}  # fmt: skip
+    "jamba": {
+        **TINY_BACKBONE,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 64,
+        "mamba_d_state": 8,
+        "num_experts": 2,
+        "attn_layer_period": 2,
+        "attn_layer_offset": 1,
+    },
+}
 
 
 @pytest.mark.slow
@@ -294,8 +316,11 @@ OTHER_BACKBONES = {
 def test_other_backbones_respect_direction_and_padding_reload_and_generate(model_type, tmp_path):
     from helpers import append_padding
 
-    values = {"vocab_size": 20, "num_labels": 3, "backbone_config": {"model_type": model_type,
-                                                                   **OTHER_BACKBONES[model_type]}}  # fmt: skip
+    values = {
+        "vocab_size": 20,
+        "num_labels": 3,
+        "backbone_config": {"model_type": model_type, **OTHER_BACKBONES[model_type]},
+    }
     _, has_causal_mode = backbone_direction(AutoConfig.for_model("spt_backbone", **values).backbone_config)
     for bidirectional in (True, False) if has_causal_mode else (True,):
         config = AutoConfig.for_model("spt_backbone", **values, bidirectional=bidirectional)

@@ -31,10 +31,18 @@ from spt_hf.modeling.modeling_performer import (
 from spt_hf.modeling.modeling_rotary_transformer import RotaryTransformerAttention
 from spt_hf.modeling.modeling_s4 import S4Mixer
 
-ENTRIES = {entry[1]: entry for entry in TINY_CONFIGS if entry[1] in ("spt_mega", "spt_spade", "spt_linformer",
-                                                                       "spt_performer")}  # fmt: skip
-MEGA = {"vocab_size": 20, "hidden_size": 16, "num_hidden_layers": 1, "ema_projection_size": 4,
-        "shared_representation_size": 8, "intermediate_size": 24, "nffn_hidden_size": 24}  # fmt: skip
+ENTRIES = {
+    entry[1]: entry for entry in TINY_CONFIGS if entry[1] in ("spt_mega", "spt_spade", "spt_linformer", "spt_performer")
+}
+MEGA = {
+    "vocab_size": 20,
+    "hidden_size": 16,
+    "num_hidden_layers": 1,
+    "ema_projection_size": 4,
+    "shared_representation_size": 8,
+    "intermediate_size": 24,
+    "nffn_hidden_size": 24,
+}
 
 
 def random(*shape, seed: int = 0, dtype=torch.float64) -> torch.Tensor:
@@ -190,10 +198,17 @@ def test_mega_refuses_inputs_longer_than_its_relative_positions_without_chunking
 def linformer(sharing: str, length: int, seed: int = 0, **overrides):
     torch.manual_seed(seed)
     config = AutoConfig.for_model(
-        "spt_linformer", vocab_size=20, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=64, projected_length=length, max_position_embeddings=length, projection_sharing=sharing,
+        "spt_linformer",
+        vocab_size=20,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        projected_length=length,
+        max_position_embeddings=length,
+        projection_sharing=sharing,
         **overrides,
-    )  # fmt: skip
+    )
     return AutoModel.from_config(config).double().eval()
 
 
@@ -233,9 +248,21 @@ def rotate(x: torch.Tensor) -> torch.Tensor:
 def test_linformer_with_identity_projections_equals_the_spt_hf_transformer_with_the_same_weights():
     model = linformer("key-value", length=12, position_embedding_type="absolute")
     set_identity_projections(model)
-    transformer_config = RotaryTransformerConfig(**{k: v for k, v in model.config.to_dict().items() if k in (
-        "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-        "position_embedding_type")})  # fmt: skip
+    transformer_config = RotaryTransformerConfig(
+        **{
+            k: v
+            for k, v in model.config.to_dict().items()
+            if k
+            in (
+                "vocab_size",
+                "hidden_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "intermediate_size",
+                "position_embedding_type",
+            )
+        }
+    )
     transformer = AutoModel.from_config(transformer_config, attn_implementation="eager").double().eval()
     missing, unexpected = transformer.load_state_dict(model.state_dict(), strict=False)
     assert not missing and all(name.endswith("projection") for name in unexpected)
@@ -356,8 +383,12 @@ def spade_branches(bidirectional: bool):
     model = AutoModel.from_config(make_config(ENTRIES["spt_spade"], bidirectional=bidirectional)).double().eval()
     config = model.config
     s4 = S4Mixer(config.s4_config(), 0).double().eval()
-    local_config = RotaryTransformerConfig(**{name: getattr(config, name) for name in (
-        "vocab_size", "hidden_size", "num_attention_heads", "attention_window", "bidirectional")})  # fmt: skip
+    local_config = RotaryTransformerConfig(
+        **{
+            name: getattr(config, name)
+            for name in ("vocab_size", "hidden_size", "num_attention_heads", "attention_window", "bidirectional")
+        }
+    )
     local_config._attn_implementation = config._attn_implementation  # the same mask format as the model's
     local = RotaryTransformerAttention(local_config, 0).double().eval()
     hidden, mask = random(2, 13, 32), torch.ones(2, 13, dtype=torch.bool)
@@ -398,8 +429,9 @@ def test_spade_bottom_layer_with_the_s4_zeroed_is_local_attention_and_upper_laye
         expected = concat(bottom, torch.zeros_like(hidden), local(hidden, attention_mask=mask, **kwargs))
         torch.testing.assert_close(bottom(hidden, **kwargs)[mask], expected[mask], rtol=0, atol=1e-12)
         local.load_state_dict(upper.attention.state_dict())
-        torch.testing.assert_close(upper(hidden, **kwargs)[mask], local(hidden, attention_mask=mask, **kwargs)[mask],
-                                   rtol=0, atol=1e-12)  # fmt: skip
+        torch.testing.assert_close(
+            upper(hidden, **kwargs)[mask], local(hidden, attention_mask=mask, **kwargs)[mask], rtol=0, atol=1e-12
+        )
 
 
 # --------------------------------------------------------------------------------------------------------------

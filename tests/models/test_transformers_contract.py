@@ -85,8 +85,12 @@ def test_eager_attention_returns_the_attention_probabilities(entry):
     assert len(attentions) == LAYERS and all(a.shape == (batch, heads, length, length) for a in attentions)
     real = inputs["attention_mask"].bool()
     for a in attentions:
-        torch.testing.assert_close(a.sum(-1)[real.unsqueeze(1).expand(-1, heads, -1)], torch.ones(()).expand(
-            int(real.sum()) * heads), rtol=1e-5, atol=1e-5)  # fmt: skip
+        torch.testing.assert_close(
+            a.sum(-1)[real.unsqueeze(1).expand(-1, heads, -1)],
+            torch.ones(()).expand(int(real.sum()) * heads),
+            rtol=1e-5,
+            atol=1e-5,
+        )
         assert not a[:, :, :, ~real[-1]][-1].any(), "a padded key gets no attention"
     torch.testing.assert_close(outputs.logits, plain.logits, rtol=1e-5, atol=1e-5)
     if entry[2].get("attention_window"):  # block-local: nothing outside its own block and one on each side
@@ -147,8 +151,9 @@ def test_generate_with_and_without_the_cache_and_its_outputs(entry):
         prompt, output_hidden_states=True, position_ids=torch.arange(4).expand(2, 4), use_cache=False
     )
     assert inputs["output_hidden_states"] is True and inputs["position_ids"].shape == (2, 4)
-    beams = model.generate(prompt, max_new_tokens=3, num_beams=2, num_return_sequences=2, do_sample=False,
-                           pad_token_id=0)  # fmt: skip
+    beams = model.generate(
+        prompt, max_new_tokens=3, num_beams=2, num_return_sequences=2, do_sample=False, pad_token_id=0
+    )
     assert beams.shape == (4, 7)
 
 
@@ -160,7 +165,8 @@ def test_assisted_decoding_is_exact_or_refused_by_transformers(entry):
     greedy = {"max_new_tokens": 6, "do_sample": False, "pad_token_id": 0}
     # recurrent states (S4, DLR, MEGA's EMA, SPADE's S4, Performer's running sums, Mamba's scan) cannot be rolled back
     recurrent = entry[1] in ("spt_s4", "spt_dlr", "spt_mega", "spt_spade", "spt_performer") or entry[2].get(
-        "backbone_config", {}).get("model_type") in ("mamba", "mamba2")  # fmt: skip
+        "backbone_config", {}
+    ).get("model_type") in ("mamba", "mamba2")
     assert model._is_stateful == recurrent  # the class's value (spt_backbone: its backbone class's)
     if recurrent:
         with pytest.raises(ValueError, match="assisted generation is not supported with stateful models"):
@@ -186,8 +192,11 @@ def test_rope_types_of_transformers_change_long_sequences_and_unknown_ones_are_r
     base = {"vocab_size": 20, "hidden_size": 32, "num_hidden_layers": 1, "max_position_embeddings": 8}
     ids = torch.randint(4, 20, (1, 24), generator=torch.Generator().manual_seed(0))
     logits = {}
-    for rope in ({"rope_type": "default"}, {"rope_type": "dynamic", "factor": 2.0}, {"rope_type": "linear",
-                                                                                    "factor": 4.0}):  # fmt: skip
+    for rope in (
+        {"rope_type": "default"},
+        {"rope_type": "dynamic", "factor": 2.0},
+        {"rope_type": "linear", "factor": 4.0},
+    ):
         config = AutoConfig.for_model("spt_rotary_transformer", **base, rope_parameters={"rope_theta": 100.0, **rope})
         torch.manual_seed(0)
         with torch.no_grad():

@@ -12,8 +12,9 @@ ARCHITECTURES = [entry for entry in TINY_CONFIGS if entry[0] in ("transformer-ro
 SSM = ARCHITECTURES[1:]
 # The baselines' 200-step comparisons run in the slow suite (bf16 matmuls are slow on CPU: 40-90 s each on 2 cores);
 # tests/models/test_baselines.py checks a bf16 training step of each in the default suite.
-BASELINES = [entry for entry in TINY_CONFIGS if entry[0] in ("mega-chunk-laplace", "spade", "linformer-layerwise",
-                                                               "performer")]  # fmt: skip
+BASELINES = [
+    entry for entry in TINY_CONFIGS if entry[0] in ("mega-chunk-laplace", "spade", "linformer-layerwise", "performer")
+]
 TRAINED = [pytest.param(entry, id=entry[0]) for entry in ARCHITECTURES] + [
     pytest.param(entry, marks=pytest.mark.slow, id=entry[0]) for entry in BASELINES
 ]

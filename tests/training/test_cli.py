@@ -7,8 +7,15 @@ import pytest
 
 from spt_hf.cli import main as cli_main
 
-TINY = {"task": "digits", "model_type": "spt_rotary_transformer", "hidden_size": 16, "num_hidden_layers": 1,
-        "num_attention_heads": 2, "intermediate_size": 32, "max_steps": 2}  # fmt: skip
+TINY = {
+    "task": "digits",
+    "model_type": "spt_rotary_transformer",
+    "hidden_size": 16,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "intermediate_size": 32,
+    "max_steps": 2,
+}
 
 
 @pytest.fixture()

@@ -16,21 +16,39 @@ import pytest
 from spt_hf.cli import main as cli_main
 from spt_hf.compare import CompareSpec, run_compare
 
-TINY = {"total_steps": 4, "eval_steps": 2, "save_steps": 2, "logging_steps": 1, "hidden_size": 16,
-        "num_hidden_layers": 1, "per_device_eval_batch_size": 64}  # fmt: skip
-LISTOPS = {"generate_data": {"num_train": 64, "num_val": 16, "num_test": 16, "min_length": 8, "max_length": 40,
-                             "max_depth": 3}}  # fmt: skip
+TINY = {
+    "total_steps": 4,
+    "eval_steps": 2,
+    "save_steps": 2,
+    "logging_steps": 1,
+    "hidden_size": 16,
+    "num_hidden_layers": 1,
+    "per_device_eval_batch_size": 64,
+}
+LISTOPS = {
+    "generate_data": {"num_train": 64, "num_val": 16, "num_test": 16, "min_length": 8, "max_length": 40, "max_depth": 3}
+}
 
 
 def spec(root: Path, **changes) -> CompareSpec:
-    values = {"tasks": ["digits"], "architectures": ["transformer", "dlr"], "seeds": [0], "recipes_dir": "recipes/cpu",
-              "output_dir": str(root / "cmp"), "max_parallel": 2, "overrides": dict(TINY)}  # fmt: skip
+    values = {
+        "tasks": ["digits"],
+        "architectures": ["transformer", "dlr"],
+        "seeds": [0],
+        "recipes_dir": "recipes/cpu",
+        "output_dir": str(root / "cmp"),
+        "max_parallel": 2,
+        "overrides": dict(TINY),
+    }
     return CompareSpec(**{**values, **changes})
 
 
 def phase_results(root: Path) -> dict[str, dict]:
-    return {str(p.parent.relative_to(root)): json.loads(p.read_text()) for p in root.rglob("*/results.json")
-            if p.parent.name in ("spt", "finetune", "scratch")}  # fmt: skip
+    return {
+        str(p.parent.relative_to(root)): json.loads(p.read_text())
+        for p in root.rglob("*/results.json")
+        if p.parent.name in ("spt", "finetune", "scratch")
+    }
 
 
 def assert_report_equals_results(out: Path) -> None:
@@ -81,10 +99,19 @@ def test_a_missing_recipe_pair_is_an_error_before_anything_runs(tmp_path):
 
 def test_the_yaml_form_and_a_dry_run_print_the_plan_and_run_nothing(tmp_path, capsys):
     config = tmp_path / "compare.yaml"
-    config.write_text(json.dumps({
-        "tasks": ["digits", "listops"], "architectures": ["s4"], "seeds": [0, 1], "recipes_dir": "recipes/cpu",
-        "output_dir": str(tmp_path / "cmp"), "num_train_examples": [100, None], "task_overrides": {"listops": LISTOPS},
-    }))  # fmt: skip
+    config.write_text(
+        json.dumps(
+            {
+                "tasks": ["digits", "listops"],
+                "architectures": ["s4"],
+                "seeds": [0, 1],
+                "recipes_dir": "recipes/cpu",
+                "output_dir": str(tmp_path / "cmp"),
+                "num_train_examples": [100, None],
+                "task_overrides": {"listops": LISTOPS},
+            }
+        )
+    )
     assert cli_main(["compare", "--config", str(config), "--dry-run", "--max_steps", "3"]) == 0
     out = capsys.readouterr().out
     assert out.count("| listops/s4/n100/seed1/finetune | to run | 3 steps |") == 1
@@ -104,8 +131,12 @@ def test_the_graph_runs_a_phase_after_its_dependency_and_blocks_it_when_that_one
     order, events, exits = [], [], {"a/spt": 0, "b/spt": 3}
     jobs = [job("a/spt"), job("a/ft", "a/spt"), job("b/spt"), job("b/ft", "b/spt"), job("c/ft", "c/spt")]
     with ThreadPoolExecutor(2) as pool:
-        states = run_graph(jobs, lambda j: pool.submit(lambda: order.append(j.id) or exits.get(j.id, 0)), 2,
-                           lambda j, state, detail: events.append((j.id, state)))  # fmt: skip
+        states = run_graph(
+            jobs,
+            lambda j: pool.submit(lambda: order.append(j.id) or exits.get(j.id, 0)),
+            2,
+            lambda j, state, detail: events.append((j.id, state)),
+        )
     # c/spt finished in an earlier run (it is not in the plan), so c/ft runs at once
     assert states == {"a/spt": "done", "a/ft": "done", "b/spt": "failed", "b/ft": "blocked", "c/ft": "done"}
     assert order.index("a/spt") < order.index("a/ft") and "b/ft" not in order
@@ -114,13 +145,33 @@ def test_the_graph_runs_a_phase_after_its_dependency_and_blocks_it_when_that_one
 
 @pytest.mark.slow
 def test_two_tasks_two_architectures_two_seeds_killed_then_resumed(tmp_path):
-    args = ["compare", "--tasks", "digits", "listops", "--architectures", "transformer", "dlr", "--seeds", "0", "1",
-            "--recipes-dir", "recipes/cpu", "--output-dir", str(tmp_path / "cmp"), "--max-parallel", "2"]  # fmt: skip
+    args = [
+        "compare",
+        "--tasks",
+        "digits",
+        "listops",
+        "--architectures",
+        "transformer",
+        "dlr",
+        "--seeds",
+        "0",
+        "1",
+        "--recipes-dir",
+        "recipes/cpu",
+        "--output-dir",
+        str(tmp_path / "cmp"),
+        "--max-parallel",
+        "2",
+    ]
     config = tmp_path / "c.yaml"
     config.write_text(json.dumps({"task_overrides": {"listops": LISTOPS}}))
     args += ["--config", str(config)] + [f"--{k}={v}" for k, v in TINY.items()]
-    process = subprocess.Popen([sys.executable, "-m", "spt_hf", *args], start_new_session=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "spt_hf", *args],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     while len(phase_results(tmp_path / "cmp")) < 5 and process.poll() is None:
         time.sleep(0.5)
     os.killpg(process.pid, signal.SIGKILL)  # the compare and the phases it was running
@@ -136,8 +187,9 @@ def test_two_tasks_two_architectures_two_seeds_killed_then_resumed(tmp_path):
 def test_submitit_and_ray_give_the_table_of_the_local_launcher(launcher, tmp_path):
     pytest.importorskip(launcher)
     local = run_compare(spec(tmp_path / "local", architectures=["dlr"], seeds=[0, 1]))
-    options = {"submitit": {"cluster": "local", "timeout_min": 30}} if launcher == "submitit" else {
-        "ray": {"num_cpus": 1}}  # fmt: skip
+    options = (
+        {"submitit": {"cluster": "local", "timeout_min": 30}} if launcher == "submitit" else {"ray": {"num_cpus": 1}}
+    )
     other = run_compare(spec(tmp_path / launcher, architectures=["dlr"], seeds=[0, 1], launcher=launcher, **options))
     assert local.ok and other.ok
     tables = [r.report.split("## Architectures")[0].split("\n\n", 2)[-1] for r in (local, other)]

@@ -22,15 +22,34 @@ ARCHITECTURES = {
 }
 # The paper's other baselines: the same end-to-end run, in the slow suite (the demo's CPU recipes run them too).
 BASELINES = {
-    "mega": {"model_type": "spt_mega", "intermediate_size": 32, "nffn_hidden_size": 32, "shared_representation_size": 8,
-             "ema_projection_size": 4},
-    "spade": {"model_type": "spt_spade", "num_attention_heads": 2, "intermediate_size": 32, "attention_window": 8,
-              "state_size": 8, "kernel": "diag"},
-    "linformer": {"model_type": "spt_linformer", "num_attention_heads": 2, "intermediate_size": 32,
-                  "projected_length": 8},
-    "performer": {"model_type": "spt_performer", "num_attention_heads": 2, "intermediate_size": 32,
-                  "num_random_features": 16},
-}  # fmt: skip
+    "mega": {
+        "model_type": "spt_mega",
+        "intermediate_size": 32,
+        "nffn_hidden_size": 32,
+        "shared_representation_size": 8,
+        "ema_projection_size": 4,
+    },
+    "spade": {
+        "model_type": "spt_spade",
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+        "attention_window": 8,
+        "state_size": 8,
+        "kernel": "diag",
+    },
+    "linformer": {
+        "model_type": "spt_linformer",
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+        "projected_length": 8,
+    },
+    "performer": {
+        "model_type": "spt_performer",
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+        "num_random_features": 16,
+    },
+}
 ARCHITECTURE_PARAMS = [*ARCHITECTURES, *(pytest.param(name, marks=pytest.mark.slow) for name in BASELINES)]
 TINY_TRAINING = {
     "hidden_size": 16,
@@ -260,8 +279,10 @@ def test_spt_hf_run_with_scratch_trains_a_transformers_backbone(backbone, data, 
     spt = write_recipe(tmp_path / "x-spt.yaml", **common, objective="masked", output_dir=str(tmp_path / "run"))
     write_recipe(tmp_path / "x-finetune.yaml", **common, output_dir=str(tmp_path / "run"))
     assert cli_main(["run", "--config", str(spt), "--with-scratch"]) == 0
-    results = {phase: json.loads((tmp_path / "run" / phase / "results.json").read_text())
-               for phase in ("spt", "finetune", "scratch")}  # fmt: skip
+    results = {
+        phase: json.loads((tmp_path / "run" / phase / "results.json").read_text())
+        for phase in ("spt", "finetune", "scratch")
+    }
     assert [results[phase]["budget"]["steps"] for phase in results] == [6, 6, 6]
     assert results["finetune"]["init"]["kind"] == "spt"
     assert results["spt"]["model_config"]["backbone_config"]["model_type"] == backbone
@@ -275,8 +296,15 @@ def test_the_pretrained_backbone_route_runs_on_the_backbones_own_tokens(tmp_path
 
     source = save_pretrained_backbone(tmp_path / "tiny-pythia")
     training = {k: v for k, v in TINY_TRAINING.items() if k not in ("hidden_size", "num_hidden_layers")}
-    common = {**LISTOPS, **training, "model_type": "spt_backbone", "backbone_name_or_path": str(source),
-              "backbone_input": "tokenizer", "bidirectional": False, "output_dir": str(tmp_path / "run")}  # fmt: skip
+    common = {
+        **LISTOPS,
+        **training,
+        "model_type": "spt_backbone",
+        "backbone_name_or_path": str(source),
+        "backbone_input": "tokenizer",
+        "bidirectional": False,
+        "output_dir": str(tmp_path / "run"),
+    }
     spt = load_recipe(write_recipe(tmp_path / "p-spt.yaml", **common, objective="causal"))
     summary = run(spt, load_recipe(write_recipe(tmp_path / "p-finetune.yaml", **common)), with_scratch=True)
     for phase in ("spt", "finetune", "scratch"):

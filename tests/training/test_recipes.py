@@ -28,16 +28,31 @@ FINETUNE = [p for p in ALL if p.stem.endswith("-finetune")]
 PAPER = [p for p in ALL if p.parent.name != "cpu"]
 CPU = [p for p in ALL if p.parent.name == "cpu"]
 MODEL_TYPES = {
-    "transformer": "spt_rotary_transformer", "s4": "spt_s4", "dlr": "spt_dlr", "mega": "spt_mega", "spade": "spt_spade",
-    "linformer": "spt_linformer", "performer": "spt_performer", "pythia70m": "spt_backbone",
+    "transformer": "spt_rotary_transformer",
+    "s4": "spt_s4",
+    "dlr": "spt_dlr",
+    "mega": "spt_mega",
+    "spade": "spt_spade",
+    "linformer": "spt_linformer",
+    "performer": "spt_performer",
+    "pythia70m": "spt_backbone",
     "pythia70m-pretrained": "spt_backbone",
-}  # fmt: skip
+}
 LRA = ["listops", "text", "retrieval", "image", "pathfinder", "pathx"]
 # docs/method.md §7: the (task, architecture) pairs the paper ran; its LRA baselines on every LRA task
 # (docs/architectures.md, "MEGA, SPADE, Linformer and Performer").
 PAPER_RUNS = {
     "transformer": [
-        "listops", "text", "retrieval", "image", "pathfinder", "pathx", "pathx256", "scifar", "speech_commands", "bidmc"
+        "listops",
+        "text",
+        "retrieval",
+        "image",
+        "pathfinder",
+        "pathx",
+        "pathx256",
+        "scifar",
+        "speech_commands",
+        "bidmc",
     ],
     "s4": ["listops", "text", "retrieval", "image", "pathfinder", "pathx", "speech_commands", "bidmc"],
     "dlr": ["listops", "text", "image", "pathx"],
@@ -46,7 +61,7 @@ PAPER_RUNS = {
     # (its architecture with SPT) and text-pretrained (EleutherAI/pythia-70m-deduped)
     "pythia70m": LRA,
     "pythia70m-pretrained": LRA,
-}  # fmt: skip
+}
 # Recipe keys that are arguments (data, SPT, training), not model-config fields.
 ARGUMENT_KEYS = {f.name for cls in ARGUMENT_CLASSES for f in dataclasses.fields(cls)} - {"model_type"}
 DATA_KEYS = ("task", "task_options", "max_length", "generate_data", "data_dir", "validation_from")

@@ -11,14 +11,32 @@ from spt_hf.cli import main as cli_main
 from spt_hf.training.report import comparison_rows, find_results, paper_table, report
 
 
-def fake_phase(root: Path, phase: str, task="digits", model_type="spt_s4", seed=0, test=0.8, lr=1e-3, hidden=64,
-               spt_dir: Path | None = None, steps=100, mask_rate=0.5, total_steps=None) -> Path:  # fmt: skip
+def fake_phase(
+    root: Path,
+    phase: str,
+    task="digits",
+    model_type="spt_s4",
+    seed=0,
+    test=0.8,
+    lr=1e-3,
+    hidden=64,
+    spt_dir: Path | None = None,
+    steps=100,
+    mask_rate=0.5,
+    total_steps=None,
+) -> Path:
     """A results.json as the pipeline writes it (only the fields the report reads)."""
     folder = root / phase
     folder.mkdir(parents=True)
-    entries = {"training.seed": seed, "training.learning_rate": lr, "model_config.hidden_size": hidden,
-               "data.task": task, "model.model_type": model_type, "training.max_steps": steps,
-               "spt.total_steps": total_steps}  # fmt: skip
+    entries = {
+        "training.seed": seed,
+        "training.learning_rate": lr,
+        "model_config.hidden_size": hidden,
+        "data.task": task,
+        "model.model_type": model_type,
+        "training.max_steps": steps,
+        "spt.total_steps": total_steps,
+    }
     if phase == "spt":
         entries["spt.mask_rate"] = mask_rate
     curve = [{"step": s, "eval_accuracy": test * s / steps, "eval_loss": 1.0} for s in (steps // 2, steps)]

@@ -75,9 +75,11 @@ class Progress:
         if self.durations and queued + self.counts["running"]:
             per_phase = sum(self.durations) / len(self.durations)
             eta = f", about {per_phase * (queued + self.counts['running']) / self.parallel / 60:.1f} min left"
-        line = (f"compare: {ended}/{self.total} ended ({self.counts['done']} done, {self.counts['failed']} failed, "
-                f"{self.counts['blocked']} blocked), {self.counts['running']} running, {queued} queued{eta} | "
-                f"{job.id}: {state}{' (' + detail + ')' if detail else ''}")  # fmt: skip
+        line = (
+            f"compare: {ended}/{self.total} ended ({self.counts['done']} done, {self.counts['failed']} failed, "
+            f"{self.counts['blocked']} blocked), {self.counts['running']} running, {queued} queued{eta} | "
+            f"{job.id}: {state}{' (' + detail + ')' if detail else ''}"
+        )
         print(line, flush=True)
 
 

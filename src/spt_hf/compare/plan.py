@@ -105,8 +105,16 @@ class PhaseJob:
         for key, value in self.overrides.items():
             words += [f"--{key}", json.dumps(value) if not isinstance(value, str) else value]
         if accelerate_config:
-            return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", accelerate_config, "-m",
-                    "spt_hf", *words]  # fmt: skip
+            return [
+                sys.executable,
+                "-m",
+                "accelerate.commands.launch",
+                "--config_file",
+                accelerate_config,
+                "-m",
+                "spt_hf",
+                *words,
+            ]
         return [sys.executable, "-m", "spt_hf", *words]
 
 
@@ -208,16 +216,56 @@ def build_plan(spec: CompareSpec) -> list[PhaseJob]:
                         common["num_train_examples"] = size
                     name = f"{task}/{arch}/{variant}/seed{seed}"
                     spt_id = f"{name}/spt"
-                    jobs.append(PhaseJob(spt_id, "spt", task, arch, variant, seed, spt_recipe,
-                                         {**common, **budgets["spt"]}, run_dir, steps["spt"]))  # fmt: skip
-                    finetune_keys = {**_finetune_keys(common), **budgets["finetune"],
-                                     "model_name_or_path": str(run_dir / "spt")}  # fmt: skip
-                    jobs.append(PhaseJob(f"{name}/finetune", "finetune", task, arch, variant, seed, finetune_recipe,
-                                         finetune_keys, run_dir, steps["finetune"], depends_on=spt_id))  # fmt: skip
+                    jobs.append(
+                        PhaseJob(
+                            spt_id,
+                            "spt",
+                            task,
+                            arch,
+                            variant,
+                            seed,
+                            spt_recipe,
+                            {**common, **budgets["spt"]},
+                            run_dir,
+                            steps["spt"],
+                        )
+                    )
+                    finetune_keys = {
+                        **_finetune_keys(common),
+                        **budgets["finetune"],
+                        "model_name_or_path": str(run_dir / "spt"),
+                    }
+                    jobs.append(
+                        PhaseJob(
+                            f"{name}/finetune",
+                            "finetune",
+                            task,
+                            arch,
+                            variant,
+                            seed,
+                            finetune_recipe,
+                            finetune_keys,
+                            run_dir,
+                            steps["finetune"],
+                            depends_on=spt_id,
+                        )
+                    )
                     if spec.with_scratch:
                         scratch_keys = {**_finetune_keys(common), **budgets["scratch"]}
-                        jobs.append(PhaseJob(f"{name}/scratch", "scratch", task, arch, variant, seed,
-                                             finetune_recipe, scratch_keys, run_dir, steps["scratch"]))  # fmt: skip
+                        jobs.append(
+                            PhaseJob(
+                                f"{name}/scratch",
+                                "scratch",
+                                task,
+                                arch,
+                                variant,
+                                seed,
+                                finetune_recipe,
+                                scratch_keys,
+                                run_dir,
+                                steps["scratch"],
+                            )
+                        )
     for job in jobs:  # every phase's recipe, as that phase will load it, before anything runs
         load_recipe(job.recipe, job.overrides, phase="spt" if job.kind == "spt" else "finetune")
     return jobs

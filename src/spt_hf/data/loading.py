@@ -63,9 +63,12 @@ def _generate(gen: Any, spec: TaskSpec, build_dir: Path, fingerprint: str, what:
     rows_per_batch = max(16, min(1000, (1 << 22) // (spec.max_length * spec.num_channels)))
     try:
         return datasets.Dataset.from_generator(
-            checked, features=spec.features(), cache_dir=str(build_dir), fingerprint=fingerprint,
+            checked,
+            features=spec.features(),
+            cache_dir=str(build_dir),
+            fingerprint=fingerprint,
             writer_batch_size=rows_per_batch,
-        )  # fmt: skip
+        )
     except datasets.exceptions.DatasetGenerationError as err:
         if err.__cause__ is not None:
             raise err.__cause__ from None

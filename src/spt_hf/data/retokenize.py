@@ -86,19 +86,31 @@ def retokenize_task(splits: datasets.DatasetDict, spec: TaskSpec, tokenizer, nam
         return out
 
     features = spec.features()
-    features = datasets.Features({
-        **{k: v for k, v in features.items() if k != "input_values"},
-        **{column if column != "input_values" else "input_ids": datasets.List(datasets.Value("int32"))
-           for column in columns},
-    })  # fmt: skip
-    converted = splits.map(convert, batched=True, remove_columns=[source], features=features,
-                           desc="re-tokenising for the backbone")  # fmt: skip
+    features = datasets.Features(
+        {
+            **{k: v for k, v in features.items() if k != "input_values"},
+            **{
+                column if column != "input_values" else "input_ids": datasets.List(datasets.Value("int32"))
+                for column in columns
+            },
+        }
+    )
+    converted = splits.map(
+        convert, batched=True, remove_columns=[source], features=features, desc="re-tokenising for the backbone"
+    )
     longest = max((len(row) for split in converted.values() for c in columns for row in split[c]), default=1)
     new_spec = dataclasses.replace(
-        spec, input_kind="tokens", vocab=BackboneVocabulary(len(tokenizer), name), num_channels=1, normalization=None,
-        num_quantized_levels=None, spt_target="tokens", max_length=max(longest, 1), append_eos=False,
+        spec,
+        input_kind="tokens",
+        vocab=BackboneVocabulary(len(tokenizer), name),
+        num_channels=1,
+        normalization=None,
+        num_quantized_levels=None,
+        spt_target="tokens",
+        max_length=max(longest, 1),
+        append_eos=False,
         storage_dtype="float32",
-    )  # fmt: skip
+    )
     return converted, new_spec
 
 

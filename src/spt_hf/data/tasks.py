@@ -320,8 +320,13 @@ class SpeechCommandsTask(TaskSpec):
         return {s: hub_datasets.speech_commands_examples(ds) for s, ds in hub_datasets.open_hub(source, SPLITS).items()}
 
 
-BIDMC_SHAPES = {"BIDMC32HR": (2, 4000), "BIDMC32RR": (2, 4000), "BIDMC32SpO2": (2, 4000),
-                "Covid3Month": (1, 84), "CardanoSentiment": (2, 24)}  # fmt: skip
+BIDMC_SHAPES = {
+    "BIDMC32HR": (2, 4000),
+    "BIDMC32RR": (2, 4000),
+    "BIDMC32SpO2": (2, 4000),
+    "Covid3Month": (1, 84),
+    "CardanoSentiment": (2, 24),
+}
 
 
 @dataclass(frozen=True)
@@ -454,9 +459,22 @@ class SpokenDigitsTask(TaskSpec):
 
 TASKS: dict[str, type[TaskSpec]] = {
     cls.name: cls
-    for cls in (ListOpsTask, TextTask, RetrievalTask, ImageTask, SCifarTask, PathfinderTask, PathXTask,
-                PathX256Task, SpeechCommandsTask, BidmcTask, DigitsTask, FashionMnistTask, SpokenDigitsTask)
-}  # fmt: skip
+    for cls in (
+        ListOpsTask,
+        TextTask,
+        RetrievalTask,
+        ImageTask,
+        SCifarTask,
+        PathfinderTask,
+        PathXTask,
+        PathX256Task,
+        SpeechCommandsTask,
+        BidmcTask,
+        DigitsTask,
+        FashionMnistTask,
+        SpokenDigitsTask,
+    )
+}
 
 
 def get_task_spec(name: str, **options: Any) -> TaskSpec:

@@ -20,20 +20,46 @@ PLACEHOLDER_REPO_ID = "NAMESPACE/NAME"
 SPLITS = {"test": "test_", "validation": "eval_"}  # results.json metrics group -> key prefix
 NOT_METRICS = ("runtime", "samples_per_second", "steps_per_second", "epoch")
 # Architecture fields shown in the card, when the config has them (spt_hf config names).
-ARCHITECTURE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                       "position_embedding_type", "attention_window", "state_size", "n_ssm", "kernel", "init",
-                       "bidirectional", "norm_type", "prenorm", "max_position_embeddings", "backbone_name_or_path",
-                       "backbone_input", "reverse_weights")  # fmt: skip
+ARCHITECTURE_FIELDS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "position_embedding_type",
+    "attention_window",
+    "state_size",
+    "n_ssm",
+    "kernel",
+    "init",
+    "bidirectional",
+    "norm_type",
+    "prenorm",
+    "max_position_embeddings",
+    "backbone_name_or_path",
+    "backbone_input",
+    "reverse_weights",
+)
 HEAD_FIELDS = ("pooling", "classifier_type", "problem_type")
 # Hub task type of the finetuned model, by the modality of the task's data.
-TASK_TYPES = {"listops": "text-classification", "text": "text-classification", "retrieval": "text-classification",
-              "image": "image-classification", "scifar": "image-classification", "digits": "image-classification",
-              "fashion_mnist": "image-classification", "pathfinder": "image-classification",
-              "pathx": "image-classification", "pathx256": "image-classification",
-              "speech_commands": "audio-classification", "spoken_digits": "audio-classification",
-              "bidmc": "tabular-regression"}  # fmt: skip
-SPT_TASK_TYPES = {"masked": ("fill-mask", "Masked self-pretraining (SPT)"),
-                  "causal": ("text-generation", "Causal self-pretraining (SPT)")}  # fmt: skip
+TASK_TYPES = {
+    "listops": "text-classification",
+    "text": "text-classification",
+    "retrieval": "text-classification",
+    "image": "image-classification",
+    "scifar": "image-classification",
+    "digits": "image-classification",
+    "fashion_mnist": "image-classification",
+    "pathfinder": "image-classification",
+    "pathx": "image-classification",
+    "pathx256": "image-classification",
+    "speech_commands": "audio-classification",
+    "spoken_digits": "audio-classification",
+    "bidmc": "tabular-regression",
+}
+SPT_TASK_TYPES = {
+    "masked": ("fill-mask", "Masked self-pretraining (SPT)"),
+    "causal": ("text-generation", "Causal self-pretraining (SPT)"),
+}
 CITATION = """@inproceedings{amos2024never,
   title     = {Never Train from Scratch: Fair Comparison of Long-Sequence Models Requires Data-Driven Priors},
   author    = {Amos, Ido and Berant, Jonathan and Gupta, Ankit},

@@ -27,11 +27,32 @@ from .cards import render_model_card, results_from_folder
 logger = logging.getLogger(__name__)
 
 RUN_PHASES = ("spt", "finetune", "scratch")  # sub-folders of a `spt-hf run` folder
-PUSH_PATTERNS = ["*.safetensors", "*.safetensors.index.json", "config.json", "generation_config.json", "*.py",
-                 "results.json", "spt_fingerprint.npy", "runs/*tfevents*", "README.md"]  # fmt: skip
-IGNORE_PATTERNS = ["checkpoint-*", "*/checkpoint-*", "last-checkpoint*", "optimizer.*", "scheduler.*",
-                   "rng_state*", "training_args.bin", "trainer_state.json", ".*", "*/.*", "__pycache__*",
-                   "*/__pycache__*", "_*"]  # fmt: skip
+PUSH_PATTERNS = [
+    "*.safetensors",
+    "*.safetensors.index.json",
+    "config.json",
+    "generation_config.json",
+    "*.py",
+    "results.json",
+    "spt_fingerprint.npy",
+    "runs/*tfevents*",
+    "README.md",
+]
+IGNORE_PATTERNS = [
+    "checkpoint-*",
+    "*/checkpoint-*",
+    "last-checkpoint*",
+    "optimizer.*",
+    "scheduler.*",
+    "rng_state*",
+    "training_args.bin",
+    "trainer_state.json",
+    ".*",
+    "*/.*",
+    "__pycache__*",
+    "*/__pycache__*",
+    "_*",
+]
 CARD_FILE = "README.md"
 
 

@@ -46,8 +46,11 @@ def is_norm(module: nn.Module) -> bool:
 
 def find_layer_list(model: nn.Module, num_layers: int) -> str | None:
     """The dotted name of the ModuleList holding the backbone's `num_layers` layers (the shortest such name)."""
-    found = [name for name, module in model.named_modules() if isinstance(module, nn.ModuleList)
-             and len(module) == num_layers and name]  # fmt: skip
+    found = [
+        name
+        for name, module in model.named_modules()
+        if isinstance(module, nn.ModuleList) and len(module) == num_layers and name
+    ]
     return min(found, key=len) if found else None
 
 
@@ -143,13 +146,20 @@ def load_pretrained_backbone(model: nn.Module) -> None:
     spt_hf's. ValueError naming the tensors when the checkpoint does not fit `backbone_config`."""
     config = model.config
     source_cls = AutoModel._model_mapping[type(config.backbone_config)]
-    source = AutoModel.from_pretrained(config.backbone_name_or_path, use_safetensors=True, dtype=torch.float32,
-                                       **_pooling_kwargs(source_cls))  # fmt: skip
+    source = AutoModel.from_pretrained(
+        config.backbone_name_or_path, use_safetensors=True, dtype=torch.float32, **_pooling_kwargs(source_cls)
+    )
     embedding = source.get_input_embeddings()
     final_norms = find_final_norms(source, find_layer_list(source, source.config.num_hidden_layers))
-    replaced = [name for name, tensor in source.named_parameters() if any(
-        tensor is param for module in [embedding] + [source.get_submodule(n) for n in final_norms]
-        for param in module.parameters())]  # fmt: skip
+    replaced = [
+        name
+        for name, tensor in source.named_parameters()
+        if any(
+            tensor is param
+            for module in [embedding] + [source.get_submodule(n) for n in final_norms]
+            for param in module.parameters()
+        )
+    ]
     state = {name: tensor for name, tensor in source.state_dict().items() if name not in replaced}
     for backbone in (model.backbone_model, model.reverse_model):
         if backbone is None:
@@ -172,8 +182,11 @@ def load_pretrained_backbone(model: nn.Module) -> None:
 
 def _checked(state: dict, backbone: nn.Module, config: SPTBackboneConfig) -> dict:
     own = backbone.state_dict()
-    wrong = [f"{name} {tuple(tensor.shape)} vs {tuple(own[name].shape)}" for name, tensor in state.items()
-             if name in own and own[name].shape != tensor.shape]  # fmt: skip
+    wrong = [
+        f"{name} {tuple(tensor.shape)} vs {tuple(own[name].shape)}"
+        for name, tensor in state.items()
+        if name in own and own[name].shape != tensor.shape
+    ]
     if wrong:
         raise ValueError(
             f"{config.backbone_name_or_path} does not fit `backbone_config` (checkpoint vs config shapes): {wrong}; "

@@ -59,9 +59,13 @@ class MegaConfig(SequenceModelConfig):
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         check_positive_int(
-            self, "ema_projection_size", "shared_representation_size", "intermediate_size", "nffn_hidden_size",
+            self,
+            "ema_projection_size",
+            "shared_representation_size",
+            "intermediate_size",
+            "nffn_hidden_size",
             "max_position_embeddings",
-        )  # fmt: skip
+        )
         chunk = self.chunk_size
         if not isinstance(chunk, int) or isinstance(chunk, bool) or (chunk != -1 and chunk <= 0):
             raise ValueError(f"`chunk_size` must be -1 (no chunking) or a positive integer, got {self.chunk_size!r}.")

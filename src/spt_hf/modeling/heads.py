@@ -277,9 +277,12 @@ class SequenceForCausalLM(LanguageModelHeadMixin):
                 select = attention_mask[:, 1:].to(torch.bool)  # a padded target is never predicted
             loss = self.continuous_loss(logits[:, :-1], labels[:, 1:], select)
         return CausalLMOutputWithPast(
-            loss=loss, logits=logits, cache=outputs.cache, hidden_states=outputs.hidden_states,
+            loss=loss,
+            logits=logits,
+            cache=outputs.cache,
+            hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
-        )  # fmt: skip
+        )
 
     def generate(self, *args, **kwargs):
         if not self.config.is_token_input:
@@ -356,9 +359,13 @@ class SequenceForRetrieval(SequenceHeadMixin):
     def encode(self, input_ids=None, input_values=None, attention_mask=None, inputs_embeds=None, **kwargs):
         """Pooled encoding (B, H) of one document, and the backbone's outputs."""
         outputs = self.backbone(
-            input_ids=input_ids, input_values=input_values, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-            return_dict=True, **kwargs,
-        )  # fmt: skip
+            input_ids=input_ids,
+            input_values=input_values,
+            attention_mask=attention_mask,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
         return pool_hidden_states(outputs.last_hidden_state, attention_mask, self.config.pooling), outputs
 
     @can_return_tuple
@@ -387,6 +394,10 @@ class SequenceForRetrieval(SequenceHeadMixin):
         if labels is not None:
             loss = F.cross_entropy(logits.float(), labels.long())
         return RetrievalOutput(
-            loss=loss, logits=logits, hidden_states=first.hidden_states, attentions=first.attentions,
-            hidden_states_2=second.hidden_states, attentions_2=second.attentions,
-        )  # fmt: skip
+            loss=loss,
+            logits=logits,
+            hidden_states=first.hidden_states,
+            attentions=first.attentions,
+            hidden_states_2=second.hidden_states,
+            attentions_2=second.attentions,
+        )

@@ -62,8 +62,10 @@ def gather_positions(hidden_states: torch.Tensor, index: torch.Tensor) -> torch.
 def capture_layer_outputs(model: nn.Module, layers_name: str | None, store: list):
     """Collect each layer's output hidden states (B, L, H) of one forward pass into `store`."""
     if layers_name is None:
-        raise ValueError(f"`output_hidden_states`: no list of {model.config.num_hidden_layers} layers found in "
-                         f"{type(model).__name__}, so its per-layer hidden states cannot be collected.")  # fmt: skip
+        raise ValueError(
+            f"`output_hidden_states`: no list of {model.config.num_hidden_layers} layers found in "
+            f"{type(model).__name__}, so its per-layer hidden states cannot be collected."
+        )
 
     def hook(module, args, output):
         store.append(output[0] if isinstance(output, tuple | list) else output)
@@ -206,21 +208,25 @@ class SPTBackboneModel(SPTBackbonePreTrainedModel):
         embedded = self.embeddings(input_ids, input_values, mask_positions, inputs_embeds=inputs_embeds)  # (B, L, H)
         run = {"capture": output_hidden_states, "attentions": output_attentions}
         mask = self._backbone_mask(attention_mask, length, cache)
-        hidden, per_layer, attentions, cache = self._run(self.backbone_model, embedded, mask, position_ids, cache,
-                                                         use_cache, **run)  # fmt: skip
+        hidden, per_layer, attentions, cache = self._run(
+            self.backbone_model, embedded, mask, position_ids, cache, use_cache, **run
+        )
         if self.two_directions:
             index = reversal_index(padding_mask, batch, length, embedded.device)  # (B, L)
             reverse_model = self.reverse_model if self.reverse_model is not None else self.backbone_model
-            reverse, reverse_layers, _, _ = self._run(reverse_model, gather_positions(embedded, index), mask, None,
-                                                      None, False, **run)  # fmt: skip
+            reverse, reverse_layers, _, _ = self._run(
+                reverse_model, gather_positions(embedded, index), mask, None, None, False, **run
+            )
             hidden = hidden + gather_positions(reverse, index)  # (B, L, H): both directions summed
             per_layer = [h + gather_positions(r, index) for h, r in zip(per_layer, reverse_layers)]
         hidden = self.norm_f(hidden, padding_mask)  # (B, L, H)
         all_hidden = (embedded, *per_layer[:-1], hidden) if output_hidden_states else None
         return BaseModelOutputWithPast(
-            last_hidden_state=hidden, cache=cache if use_cache else None, hidden_states=all_hidden,
+            last_hidden_state=hidden,
+            cache=cache if use_cache else None,
+            hidden_states=all_hidden,
             attentions=attentions if output_attentions else None,
-        )  # fmt: skip
+        )
 
     def _check_padding_side(self, padding_mask: torch.Tensor | None) -> None:
         """A decoder without an attention mask respects padding only when it is on the right (padded positions come

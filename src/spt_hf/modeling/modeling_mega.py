@@ -163,8 +163,9 @@ class MegaMixer(nn.Module):
     def _project(self, x: Tensor) -> tuple[Tensor, ...]:
         """u (gate), z (shared), r (reset), h_x from the EMA output x' (..., D)."""
         cfg = self.config
-        u, zr, hx = self.mx_proj(x).split([cfg.hidden_size, cfg.shared_representation_size +
-                                           cfg.intermediate_size, cfg.hidden_size], dim=-1)  # fmt: skip
+        u, zr, hx = self.mx_proj(x).split(
+            [cfg.hidden_size, cfg.shared_representation_size + cfg.intermediate_size, cfg.hidden_size], dim=-1
+        )
         z, r = F.silu(zr).split([cfg.shared_representation_size, cfg.intermediate_size], dim=-1)
         return torch.sigmoid(u), z, r, hx
 
@@ -247,8 +248,9 @@ class MegaMixer(nn.Module):
         values = torch.zeros(batch_size, 0, cfg.intermediate_size, device=device, dtype=dtype)
         return MegaState(ema, keys, values, torch.zeros(batch_size, 0, dtype=torch.bool, device=device))
 
-    def step(self, hidden_state: Tensor, state: MegaState, attention_mask=None, residual=None, position: int = 0,
-             **kwargs) -> tuple[Tensor, MegaState]:  # fmt: skip
+    def step(
+        self, hidden_state: Tensor, state: MegaState, attention_mask=None, residual=None, position: int = 0, **kwargs
+    ) -> tuple[Tensor, MegaState]:
         """One position (B, D) -> (update (B, D), new state); equals `forward` position by position (eval mode)."""
         self._require_causal()
         residual = hidden_state if residual is None else residual

@@ -169,8 +169,10 @@ class PerformerAttention(nn.Module):
     def _features(self, query: Tensor, key: Tensor, real: Tensor | None) -> tuple[Tensor, Tensor]:
         dtype = compute_dtype(query)
         projection = self.projection.to(dtype)
-        return (positive_features(query.to(dtype), projection, is_query=True),
-                positive_features(key.to(dtype), projection, is_query=False, real=real))  # fmt: skip
+        return (
+            positive_features(query.to(dtype), projection, is_query=True),
+            positive_features(key.to(dtype), projection, is_query=False, real=real),
+        )
 
     def forward(
         self,
@@ -199,8 +201,14 @@ class PerformerAttention(nn.Module):
         sums = torch.zeros(batch_size, self.num_heads, features, self.head_dim, device=device, dtype=dtype)
         return PerformerState(sums, torch.zeros(batch_size, self.num_heads, features, device=device, dtype=dtype))
 
-    def step(self, hidden_state: Tensor, state: PerformerState, attention_mask: Tensor | None = None,
-             position_embeddings=None, **kwargs) -> tuple[Tensor, PerformerState]:  # fmt: skip
+    def step(
+        self,
+        hidden_state: Tensor,
+        state: PerformerState,
+        attention_mask: Tensor | None = None,
+        position_embeddings=None,
+        **kwargs,
+    ) -> tuple[Tensor, PerformerState]:
         """One position (B, H): add φ(k) vᵀ and φ(k) to the sums, then read them with φ(q); equals `forward`."""
         sums, totals = state.tensors
         query, key, value = self._qkv(hidden_state.unsqueeze(1), position_embeddings)  # (B, nh, 1, d)

@@ -336,8 +336,9 @@ class SequenceBackbone:
                 input_ids, input_values, inputs_embeds, padding_mask, cache, output_hidden_states
             )
             return BaseModelOutputWithPast(last_hidden_state=hidden_states, cache=cache, hidden_states=all_hidden)
-        hidden_states = self._embed(input_ids, input_values, mask_positions, position_ids=position_ids,
-                                    inputs_embeds=inputs_embeds)  # (B, L, H)  # fmt: skip
+        hidden_states = self._embed(
+            input_ids, input_values, mask_positions, position_ids=position_ids, inputs_embeds=inputs_embeds
+        )  # (B, L, H)
         mixer_kwargs = self._mixer_kwargs(hidden_states, padding_mask, position_ids)
         if output_attentions:
             mixer_kwargs["output_attentions"] = True

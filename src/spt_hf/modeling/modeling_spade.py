@@ -64,8 +64,9 @@ class SpadeMixer(nn.Module):
     def forward(
         self, hidden_states: Tensor, attention_mask: Tensor | None = None, output_attentions: bool = False, **kwargs
     ) -> Tensor | tuple[Tensor, Tensor]:
-        local = self.attention(hidden_states, attention_mask=attention_mask, output_attentions=output_attentions,
-                               **kwargs)  # fmt: skip
+        local = self.attention(
+            hidden_states, attention_mask=attention_mask, output_attentions=output_attentions, **kwargs
+        )
         local, weights = local if output_attentions else (local, None)
         out = self.combine(self.ssm(hidden_states), local) if self.has_ssm else local  # (B, L, H)
         return (out, weights) if output_attentions else out

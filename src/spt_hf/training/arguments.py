@@ -24,9 +24,15 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 OBJECTIVES = ("masked", "causal")
 SPT_MODEL_TYPES = (
-    "spt_s4", "spt_dlr", "spt_rotary_transformer", "spt_mega", "spt_spade", "spt_linformer", "spt_performer",
+    "spt_s4",
+    "spt_dlr",
+    "spt_rotary_transformer",
+    "spt_mega",
+    "spt_spade",
+    "spt_linformer",
+    "spt_performer",
     "spt_backbone",
-)  # fmt: skip
+)
 PHASES = ("spt", "finetune", "scratch")
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 # Config fields that belong to a phase (heads, objectives), not to the architecture shared by both phases.
@@ -424,8 +430,12 @@ def argument_parser(command: str = "spt") -> HfArgumentParser:
         "--debug shows the traceback of errors (SPT_HF_DEBUG=1 too); TrainingArguments' own `debug` is set in YAML.",
     )
     parser._optionals.title = "recipe"  # argparse's default group, listed first
-    parser.add_argument("--config", metavar="RECIPE.yaml", help="a recipe file, or a shipped recipe's name such as "
-                        "cpu/digits-transformer-spt.yaml (`spt-hf recipes` lists them)")  # fmt: skip
+    parser.add_argument(
+        "--config",
+        metavar="RECIPE.yaml",
+        help="a recipe file, or a shipped recipe's name such as "
+        "cpu/digits-transformer-spt.yaml (`spt-hf recipes` lists them)",
+    )
     if command == "run":
         parser.add_argument("--finetune-config", metavar="RECIPE.yaml", help="default: <name>-finetune.yaml")
         parser.add_argument("--with-scratch", action="store_true", help="also train the scratch baseline")

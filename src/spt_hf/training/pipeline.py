@@ -190,9 +190,12 @@ def _finetuning_model(recipe: Recipe, task: TaskData, folder: Path | None):
     transformers_logging.set_verbosity_error()  # the expected head swap gets one line below, not a load report
     try:
         model, info = head_auto.from_pretrained(  # safetensors only: no pickled weights from user or Hub files
-            str(folder), trust_remote_code=recipe.model.trust_remote_code, use_safetensors=True,
-            output_loading_info=True, **head_fields,
-        )  # fmt: skip
+            str(folder),
+            trust_remote_code=recipe.model.trust_remote_code,
+            use_safetensors=True,
+            output_loading_info=True,
+            **head_fields,
+        )
     finally:
         transformers_logging.set_verbosity(verbosity)
     new = sorted({key.rsplit(".", 1)[0] for key in info["missing_keys"]})
@@ -240,8 +243,10 @@ def _summary(phase: str, results: dict) -> None:
 def _headline_metric(results: dict) -> str:
     metrics = results["metrics"]
     name = (metrics.get("metric_for_best_model") or "loss").removeprefix("eval_")
-    values = [f"{split} {name} {metrics[split].get(f'{prefix}_{name}', float('nan')):.4g}"
-              for split, prefix in (("validation", "eval"), ("test", "test"))]  # fmt: skip
+    values = [
+        f"{split} {name} {metrics[split].get(f'{prefix}_{name}', float('nan')):.4g}"
+        for split, prefix in (("validation", "eval"), ("test", "test"))
+    ]
     return ", ".join(values)
 
 

@@ -238,9 +238,10 @@ def _cell_means(rows: list[Row]) -> dict[tuple[str, str], dict[str, float]]:
         label = row.architecture + (f" [{row.variant}]" if row.variant else "")
         scale = _scale(row.metric)
         means[(label, row.task)] = {
-            kind: float(np.mean([r.test for r in row.side(kind)]) * scale) for kind in ("scratch", "spt")
+            kind: float(np.mean([r.test for r in row.side(kind)]) * scale)
+            for kind in ("scratch", "spt")
             if row.side(kind)
-        }  # fmt: skip
+        }
         means[(label, row.task)]["_n"] = {kind: len(row.side(kind)) for kind in ("scratch", "spt")}
     return means
 
@@ -302,8 +303,19 @@ def write_per_seed(rows: list[Row], out: Path) -> list[Path]:
     ]
     (out / "runs.json").write_text(json.dumps(records, indent=2))
     with open(out / "runs.csv", "w", newline="") as handle:
-        columns = ["task", "architecture", "variant", "kind", "seed", "metric", "test", "validation", "steps",
-                   "spt_steps", "path"]  # fmt: skip
+        columns = [
+            "task",
+            "architecture",
+            "variant",
+            "kind",
+            "seed",
+            "metric",
+            "test",
+            "validation",
+            "steps",
+            "spt_steps",
+            "path",
+        ]
         writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(records)
@@ -343,8 +355,15 @@ def plot_learning_curves(rows: list[Row], out: Path) -> Path:
                     continue
                 steps, mean, low, high = curve
                 marker = "o" if len(steps) <= 20 else None  # a curve of one evaluation is still seen
-                ax.plot(steps, mean * _scale(row.metric), style, color=colour, marker=marker, markersize=3,
-                        label=f"{label}, {text}")  # fmt: skip
+                ax.plot(
+                    steps,
+                    mean * _scale(row.metric),
+                    style,
+                    color=colour,
+                    marker=marker,
+                    markersize=3,
+                    label=f"{label}, {text}",
+                )
                 ax.fill_between(steps, low * _scale(row.metric), high * _scale(row.metric), color=colour, alpha=0.15)
         metric = next(r.metric for r in rows if r.task == task)
         ax.set_title(f"{task}: validation {metric} (mean over seeds, band min-max)", fontsize=10)
@@ -368,14 +387,22 @@ def plot_test_metrics(rows: list[Row], out: Path) -> Path:
 
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(rows) + 2), 4.2))
     for index, row in enumerate(rows):
-        for offset, kind, colour, text in ((-0.15, "scratch", "tab:grey", "scratch"),
-                                           (0.15, "spt", "tab:blue", "SPT + finetune")):  # fmt: skip
+        for offset, kind, colour, text in (
+            (-0.15, "scratch", "tab:grey", "scratch"),
+            (0.15, "spt", "tab:blue", "SPT + finetune"),
+        ):
             values = [r.test * _scale(row.metric) for r in row.side(kind)]
             if not values:
                 continue
             jitter = np.linspace(-0.05, 0.05, len(values)) if len(values) > 1 else [0.0]
-            ax.scatter(index + offset + np.asarray(jitter), values, color=colour, s=28, zorder=3,
-                       label=text if index == 0 else None)  # fmt: skip
+            ax.scatter(
+                index + offset + np.asarray(jitter),
+                values,
+                color=colour,
+                s=28,
+                zorder=3,
+                label=text if index == 0 else None,
+            )
             ax.hlines(np.mean(values), index + offset - 0.1, index + offset + 0.1, color=colour, lw=2)
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels([f"{r.task}\n{r.architecture}\n{r.variant}".strip() for r in rows], fontsize=8)

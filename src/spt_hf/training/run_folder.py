@@ -86,8 +86,12 @@ class PhaseLock:
 
     def acquire(self) -> "PhaseLock":
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        me = {"pid": os.getpid(), "start": _process_start(os.getpid()), "host": socket.gethostname(),
-              "since": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
+        me = {
+            "pid": os.getpid(),
+            "start": _process_start(os.getpid()),
+            "host": socket.gethostname(),
+            "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+        }
         for _ in range(3):
             try:
                 descriptor = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)

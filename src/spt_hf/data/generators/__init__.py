@@ -17,8 +17,15 @@ GENERATED_TASKS = ("listops", "pathfinder", "pathx", "pathx256")
 PATHFINDER_RESOLUTIONS = {"pathfinder": 32, "pathx": 128, "pathx256": 256}
 LISTOPS_OPTIONS = ("min_length", "max_length", "max_depth", "max_args", "value_p")
 PATHFINDER_OPTIONS = ("resolution", "contour_length", "images_per_batch", "workers")
-PATHFINDER_FLOATS = ("paddle_length", "paddle_thickness", "paddle_margin", "marker_radius", "seed_distance",
-                     "continuity", "distractor_paddles")  # fmt: skip
+PATHFINDER_FLOATS = (
+    "paddle_length",
+    "paddle_thickness",
+    "paddle_margin",
+    "marker_radius",
+    "seed_distance",
+    "continuity",
+    "distractor_paddles",
+)
 
 
 def generate_data(

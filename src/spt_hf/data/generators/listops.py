@@ -149,8 +149,11 @@ def write_listops_splits(
     rows = generate_listops(num_train + num_val + num_test, seed=seed, progress=progress, **bounds)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    parts = {"train": rows[:num_train], "validation": rows[num_train : num_train + num_val],
-             "test": rows[num_train + num_val :]}  # fmt: skip
+    parts = {
+        "train": rows[:num_train],
+        "validation": rows[num_train : num_train + num_val],
+        "test": rows[num_train + num_val :],
+    }
     paths = {}
     for split, chunk in parts.items():
         paths[split] = out / SPLIT_FILES[split]

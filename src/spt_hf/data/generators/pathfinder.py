@@ -24,15 +24,43 @@ from PIL import Image, ImageDraw
 # LRA parameters at 32 and 128 px (docs/data.md §3). 64 and 256 px are ours: in between, and beyond with about the
 # same density of distractor paddles per area as at 128 px.
 PRESETS: dict[int, dict[str, float]] = {
-    32: dict(paddle_length=2.0, paddle_thickness=0.5, paddle_margin=1.0, marker_radius=1.5, seed_distance=7.0,
-             continuity=1.0, distractor_paddles=20.0),
-    64: dict(paddle_length=3.0, paddle_thickness=1.0, paddle_margin=2.0, marker_radius=2.0, seed_distance=12.0,
-             continuity=1.4, distractor_paddles=28.0),
-    128: dict(paddle_length=5.0, paddle_thickness=1.5, paddle_margin=3.0, marker_radius=3.0, seed_distance=20.0,
-              continuity=1.8, distractor_paddles=35.0),
-    256: dict(paddle_length=9.0, paddle_thickness=2.5, paddle_margin=5.0, marker_radius=5.0, seed_distance=36.0,
-              continuity=1.8, distractor_paddles=70.0),
-}  # fmt: skip
+    32: dict(
+        paddle_length=2.0,
+        paddle_thickness=0.5,
+        paddle_margin=1.0,
+        marker_radius=1.5,
+        seed_distance=7.0,
+        continuity=1.0,
+        distractor_paddles=20.0,
+    ),
+    64: dict(
+        paddle_length=3.0,
+        paddle_thickness=1.0,
+        paddle_margin=2.0,
+        marker_radius=2.0,
+        seed_distance=12.0,
+        continuity=1.4,
+        distractor_paddles=28.0,
+    ),
+    128: dict(
+        paddle_length=5.0,
+        paddle_thickness=1.5,
+        paddle_margin=3.0,
+        marker_radius=3.0,
+        seed_distance=20.0,
+        continuity=1.8,
+        distractor_paddles=35.0,
+    ),
+    256: dict(
+        paddle_length=9.0,
+        paddle_thickness=2.5,
+        paddle_margin=5.0,
+        marker_radius=5.0,
+        seed_distance=36.0,
+        continuity=1.8,
+        distractor_paddles=70.0,
+    ),
+}
 
 
 class PlacementError(RuntimeError):

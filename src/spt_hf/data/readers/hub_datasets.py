@@ -19,11 +19,42 @@ from .audio import read_wav, to_fixed_length
 
 CIFAR_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 SPEECH_COMMANDS_WORDS = (
-    "yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go",
-    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
-    "bed", "bird", "cat", "dog", "happy", "house", "marvin", "sheila", "tree", "wow",
-    "backward", "forward", "follow", "learn", "visual",
-)  # fmt: skip
+    "yes",
+    "no",
+    "up",
+    "down",
+    "left",
+    "right",
+    "on",
+    "off",
+    "stop",
+    "go",
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "bed",
+    "bird",
+    "cat",
+    "dog",
+    "happy",
+    "house",
+    "marvin",
+    "sheila",
+    "tree",
+    "wow",
+    "backward",
+    "forward",
+    "follow",
+    "learn",
+    "visual",
+)
 HUB_SPLITS = {"train": "train", "validation": "validation", "test": "test"}
 IMDB_FORMAT = "rows with 'text' (a string) and 'label' (0 neg, 1 pos)"
 CIFAR_FORMAT = "rows with 'img' (a 32x32 image) and 'label' (0..9)"
