@@ -233,10 +233,10 @@ def recipe_command(args, rest: list[str]) -> int:
         spt_path, finetune_path = recipe_pair(args.config, args.finetune_config)
         spt_recipe = load_recipe(spt_path, overrides, phase="spt")
         finetune_recipe = load_recipe(finetune_path, overrides, phase="finetune")
-        if spt_recipe.spt.total_steps and "max_steps" in overrides:
+        if spt_recipe.phase.total_steps and "max_steps" in overrides:
             raise ValueError(
                 f"--max_steps {overrides['max_steps']} would be ignored: {Path(spt_path).name} ties the phases' "
-                f"budgets with total_steps={spt_recipe.spt.total_steps} (SPT gets spt_fraction of it, finetuning "
+                f"budgets with total_steps={spt_recipe.phase.total_steps} (SPT gets spt_fraction of it, finetuning "
                 "the rest, scratch all of it). Pass --total_steps N, or --total_steps null to give each phase "
                 "--max_steps."
             )

@@ -165,15 +165,15 @@ def phase_budgets(spec: CompareSpec, keys: dict, spt_recipe: Path, finetune_reci
     recipe pair with the comparison's `keys` (overrides) applied."""
     spt = load_recipe(spt_recipe, keys, phase="spt")
     finetune = load_recipe(finetune_recipe, _finetune_keys(keys), phase="finetune")
-    budget = spec.budget or ("tied" if spt.spt.total_steps else "equal")
+    budget = spec.budget or ("tied" if spt.phase.total_steps else "equal")
     if budget == "equal":
         steps = {"spt": spt.training.max_steps, "finetune": finetune.training.max_steps}
         steps["scratch"] = steps["finetune"]
         overrides = {"spt": {}, "finetune": {}, "scratch": {}}
-        if spt.spt.total_steps:  # the recipe ties budgets; "equal" gives each phase its own max_steps
+        if spt.phase.total_steps:  # the recipe ties budgets; "equal" gives each phase its own max_steps
             overrides = {kind: {"total_steps": None} for kind in overrides}
     else:
-        total = spt.spt.total_steps
+        total = spt.phase.total_steps
         if not total:
             raise ValueError(
                 f"`budget: tied` needs `total_steps` (SPT and finetuning share them): {spt_recipe.name} sets none; "
@@ -184,7 +184,7 @@ def phase_budgets(spec: CompareSpec, keys: dict, spt_recipe: Path, finetune_reci
                 f"--max_steps {keys['max_steps']} would be ignored: with tied budgets total_steps={total} decides "
                 "every phase's steps. Pass --total_steps N, or --budget equal to give each phase --max_steps."
             )
-        first = max(1, math.floor(total * spt.spt.spt_fraction))
+        first = max(1, math.floor(total * spt.phase.spt_fraction))
         steps = {"spt": first, "finetune": total - first, "scratch": total}
         overrides = {kind: {"max_steps": value} for kind, value in steps.items()}
     epochs = {"spt": spt.training.num_train_epochs, "finetune": finetune.training.num_train_epochs}

@@ -56,9 +56,9 @@ def _backbone_dict(value: dict) -> dict:
     return value
 
 
-class SPTBackboneConfig(SequenceModelConfig):
+class WrapperConfig(SequenceModelConfig):
     r"""
-    Configuration of [`SPTBackboneModel`] and its heads: a transformers backbone (any in-tree text encoder or decoder)
+    Configuration of [`WrapperModel`] and its heads: a transformers backbone (any in-tree text encoder or decoder)
     fed by spt_hf's embedding through `inputs_embeds`, followed by spt_hf's final norm and heads. The shared fields
     (inputs, `norm_type` of the final norm, pooling, heads, SPT losses) are documented in `SequenceModelConfig`;
     `hidden_size` and `num_hidden_layers` are the backbone's (given values must agree with it).
@@ -183,4 +183,7 @@ class SPTBackboneConfig(SequenceModelConfig):
         return backbone_direction(self.backbone_config)[0]
 
 
-__all__ = ["SPTBackboneConfig", "backbone_direction"]
+__all__ = ["WrapperConfig", "backbone_direction"]
+
+
+SPTBackboneConfig = WrapperConfig  # loading alias: checkpoints saved before the rename name it in `auto_map`

@@ -15,7 +15,7 @@ from transformers import initialization as init
 
 from .configuration_dlr import DLRConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
-from .modeling_sequence import SequenceBackbone, SPTPreTrainedModel
+from .modeling_sequence import SequenceBackbone, SequencePreTrainedModel
 from .ssm import SSMMixer, as_complex, blocked_powers, compute_dtype, state_dtype
 
 
@@ -105,7 +105,7 @@ class DLRMixer(SSMMixer):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class DLRPreTrainedModel(SPTPreTrainedModel):
+class DLRPreTrainedModel(SequencePreTrainedModel):
     config: DLRConfig
     _is_stateful = True  # a recurrent state cannot be rolled back: transformers refuses assisted decoding
 

@@ -25,7 +25,7 @@ from .modeling_rotary_transformer import (
     apply_rotary_pos_emb,
     eager_attention_forward,
 )
-from .modeling_sequence import SPTPreTrainedModel
+from .modeling_sequence import SequencePreTrainedModel
 
 
 def init_sequence_projection(projection: Tensor) -> None:
@@ -122,7 +122,7 @@ class LinformerAttention(nn.Module):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class LinformerPreTrainedModel(SPTPreTrainedModel):
+class LinformerPreTrainedModel(SequencePreTrainedModel):
     config: LinformerConfig
     _supports_sdpa = True
     _supports_attention_backend = True

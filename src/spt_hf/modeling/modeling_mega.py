@@ -27,7 +27,7 @@ from transformers import initialization as init
 from .cache import MixerState
 from .configuration_mega import MegaConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
-from .modeling_sequence import SequenceBackbone, SPTPreTrainedModel
+from .modeling_sequence import SequenceBackbone, SequencePreTrainedModel
 from .ssm import compute_dtype, fft_conv, state_dtype
 
 # MEGA's EMA initialisation (the official MultiHeadEMA): δ, α ~ N(0, 0.2), β ~ ±1 + N(0, 0.02), γ, ω ~ N(0, 1).
@@ -306,7 +306,7 @@ class MegaFeedForward(nn.Module):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class MegaPreTrainedModel(SPTPreTrainedModel):
+class MegaPreTrainedModel(SequencePreTrainedModel):
     config: MegaConfig
     _is_stateful = True  # the EMA state cannot be rolled back: transformers refuses assisted decoding
 

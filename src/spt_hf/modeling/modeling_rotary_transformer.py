@@ -19,7 +19,7 @@ from transformers.utils import logging
 from .cache import MixerState
 from .configuration_rotary_transformer import RotaryTransformerConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
-from .modeling_sequence import SequenceBackbone, SPTPreTrainedModel
+from .modeling_sequence import SequenceBackbone, SequencePreTrainedModel
 
 logger = logging.get_logger(__name__)
 
@@ -308,7 +308,7 @@ class RotaryTransformerFeedForward(nn.Module):
         return self.fc_out(F.gelu(self.fc_in(hidden_states)))
 
 
-class RotaryTransformerPreTrainedModel(SPTPreTrainedModel):
+class RotaryTransformerPreTrainedModel(SequencePreTrainedModel):
     config: RotaryTransformerConfig
     _supports_sdpa = True
     _supports_attention_backend = True

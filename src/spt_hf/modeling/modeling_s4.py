@@ -21,7 +21,7 @@ from transformers import initialization as init
 from .cauchy import paired_cauchy
 from .configuration_s4 import S4Config
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
-from .modeling_sequence import SequenceBackbone, SPTPreTrainedModel
+from .modeling_sequence import SequenceBackbone, SequencePreTrainedModel
 from .ssm import SSMMixer, as_complex, blocked_powers, compute_dtype, state_dtype
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -314,7 +314,7 @@ class S4Mixer(SSMMixer):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class S4PreTrainedModel(SPTPreTrainedModel):
+class S4PreTrainedModel(SequencePreTrainedModel):
     config: S4Config
     _is_stateful = True  # a recurrent state cannot be rolled back: transformers refuses assisted decoding
 

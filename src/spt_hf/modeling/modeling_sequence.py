@@ -35,7 +35,7 @@ AUTO_CLASS_SUFFIXES = {
 }
 
 
-class SPTPreTrainedModel(PreTrainedModel):
+class SequencePreTrainedModel(PreTrainedModel):
     """Base of every spt_hf model: weight init, complete `auto_map` on save, input-kind dispatch."""
 
     config: SequenceModelConfig
@@ -87,6 +87,9 @@ class SPTPreTrainedModel(PreTrainedModel):
         # transformers records only the saved class's own Auto class; a finetuning loader needs all of them.
         self.config.auto_map = self.full_auto_map()
         return super().save_pretrained(save_directory, *args, **kwargs)
+
+
+SPTPreTrainedModel = SequencePreTrainedModel  # the name before the rename, for code that imports it
 
 
 def read_safetensors_header(path: Path) -> dict:

@@ -24,7 +24,7 @@ from .modeling_rotary_transformer import (
     RotaryTransformerModel,
 )
 from .modeling_s4 import S4Mixer
-from .modeling_sequence import SPTPreTrainedModel
+from .modeling_sequence import SequencePreTrainedModel
 
 
 class SpadeState(MixerState):
@@ -91,7 +91,7 @@ class SpadeMixer(nn.Module):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class SpadePreTrainedModel(SPTPreTrainedModel):
+class SpadePreTrainedModel(SequencePreTrainedModel):
     config: SpadeConfig
     _supports_sdpa = True
     _supports_attention_backend = True

@@ -247,7 +247,7 @@ def open_phase(recipe, extra: dict | None = None) -> Iterator[tuple[PhaseStatus,
         with training.main_process_first(desc="spt_hf phase folder"):  # the main process decides first
             if main:
                 lock.acquire()
-            status = phase_status(folder, fingerprint, entries, overwrite=recipe.spt.overwrite_output_dir and main)
+            status = phase_status(folder, fingerprint, entries, overwrite=recipe.phase.overwrite_output_dir and main)
             if main and status.state == "new":  # (again, if an earlier start saved nothing)
                 folder.mkdir(parents=True, exist_ok=True)
                 record_phase_start(folder, fingerprint, entries)

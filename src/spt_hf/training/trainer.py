@@ -16,7 +16,7 @@ from .optim import param_groups
 from .run_folder import STAGING_PREFIX, commit_checkpoint, disk_full_error
 
 
-class SPTTrainer(Trainer):
+class PhaseTrainer(Trainer):
     """`Trainer` with spt_hf's optimiser groups (SSM learning rates, no decay on norms and SSM parameters), the epoch
     handed to datasets that draw per-epoch randomness (the SPT masks of `IndexedExamples`), and checkpoints that are
     complete or absent: each is written into a staging folder, given a manifest of the sha256 of its files, and
@@ -150,3 +150,6 @@ def classification_metrics(problem_type: str) -> Callable[[EvalPrediction], dict
 
 def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+SPTTrainer = PhaseTrainer  # the name before the rename, for code that imports it
