@@ -102,7 +102,7 @@ def test_bad_configs_raise_clear_errors(overrides, message):
 
 
 def test_causal_lm_refuses_bidirectional_config():
-    with pytest.raises(ValueError, match="needs a causal backbone: set `bidirectional=False`"):
+    with pytest.raises(ValueError, match="needs a causal model: set `bidirectional=False`"):
         AutoModelForCausalLM.from_config(tiny(bidirectional=True))
 
 
@@ -259,3 +259,22 @@ def test_old_class_names_are_aliases_of_the_new():
     assert modeling_sequence.SPTPreTrainedModel is modeling_sequence.SequencePreTrainedModel
     assert trainer.SPTTrainer is trainer.PhaseTrainer
     assert arguments.SPTTrainingArguments is arguments.PhaseTrainingArguments
+
+
+@pytest.mark.parametrize(
+    "name, field, value, message",
+    [
+        ("transformer-rotary", "pooling", "avg", "`pooling`='avg' is not supported"),
+        ("transformer-rotary", "num_attention_heads", 5, "`num_attention_heads`=5 must be positive and divide"),
+        ("s4-nplr", "state_size", 3, "`state_size` must be a positive even integer"),
+        ("backbone-bert", "hidden_dropout_prob", 0.1, "`hidden_dropout_prob` and `prenorm`"),
+    ],
+)
+def test_a_field_changed_after_construction_is_checked_on_save_and_build(tmp_path, name, field, value, message):
+    config = make_config(next(entry for entry in TINY_CONFIGS if entry[0] == name))
+    setattr(config, field, value)  # after __init__: its checks have already run
+    with pytest.raises(ValueError, match=message):
+        config.save_pretrained(tmp_path)
+    assert not (tmp_path / "config.json").exists()
+    with pytest.raises(ValueError, match=message):
+        AutoModel.from_config(config)

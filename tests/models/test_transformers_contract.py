@@ -258,5 +258,5 @@ def test_cache_operations_follow_transformers_conventions():
 
 
 def test_a_causal_lm_refuses_continuous_generation_and_bidirectional_configs():
-    with pytest.raises(ValueError, match="needs a causal backbone"):
+    with pytest.raises(ValueError, match="needs a causal model"):
         AutoModelForCausalLM.from_config(make_config(TINY_CONFIGS[0], bidirectional=True))

@@ -126,7 +126,6 @@ class WrapperConfig(SequenceModelConfig):
             self._take_backbone_vocabulary()
         self._derive_sizes()
         super().__post_init__(**kwargs)
-        self.validate_backbone_fields()
 
     def _backbone_value(self, name: str):
         return getattr(self.backbone_config, name, None)
@@ -153,6 +152,8 @@ class WrapperConfig(SequenceModelConfig):
 
     def validate_backbone_fields(self) -> None:
         """Checks that need the built backbone config: direction, inputs, fields that do not apply."""
+        check_choice("backbone_input", self.backbone_input, BACKBONE_INPUTS)
+        check_choice("reverse_weights", self.reverse_weights, REVERSE_WEIGHTS)
         kind, has_causal_mode = backbone_direction(self.backbone_config)
         if not self.bidirectional and not has_causal_mode:
             raise ValueError(

@@ -54,8 +54,7 @@ class SpadeConfig(RotaryTransformerConfig):
     time_step_max: float = 0.1
     ssm_learning_rate: float | None = 1e-3
 
-    def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
+    def validate_spade_fields(self) -> None:
         if self.attention_window is None:
             raise ValueError("`attention_window` must be a positive block size: SPADE's attention is local.")
         check_positive_int(self, "attention_window")

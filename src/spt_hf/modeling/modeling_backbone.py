@@ -187,7 +187,7 @@ class WrapperModel(WrapperPreTrainedModel):
         **kwargs,
     ) -> BaseModelOutputWithPast:
         r"""
-        The arguments of spt_hf's other backbones (modeling_sequence.SequenceBackbone.forward). `cache` is the
+        The arguments of spt_hf's other backbones (modeling_sequence.SequenceBaseModel.forward). `cache` is the
         backbone's own transformers cache (see `generation_cache`); with it, `attention_mask` may cover the cached and
         the new positions (as generate() passes it) or the new positions only. `position_ids` reach backbones that take
         them (the reversed pass of a bidirectional decoder uses its own 0..n-1).
@@ -241,7 +241,7 @@ class WrapperModel(WrapperPreTrainedModel):
 
 
 class WrapperForMaskedLM(SequenceForMaskedLM, WrapperPreTrainedModel):
-    backbone_class = WrapperModel
+    base_model_class = WrapperModel
 
     def __init__(self, config: WrapperConfig):
         if config.backbone_input == "tokenizer":
@@ -254,22 +254,22 @@ class WrapperForMaskedLM(SequenceForMaskedLM, WrapperPreTrainedModel):
 
 
 class WrapperForCausalLM(SequenceForCausalLM, WrapperPreTrainedModel, GenerationMixin):
-    backbone_class = WrapperModel
+    base_model_class = WrapperModel
 
     def __init__(self, config: WrapperConfig):
         super().__init__(config)
-        if not self.backbone.backbone_model.spt_layout.takes_cache:
+        if not self.base_model.backbone_model.spt_layout.takes_cache:
             # No cache to continue from: generate() must run the whole sequence at every step (transformers would
             # otherwise feed only the newest token).
             self.generation_config.use_cache = False
 
 
 class WrapperForSequenceClassification(SequenceForSequenceClassification, WrapperPreTrainedModel):
-    backbone_class = WrapperModel
+    base_model_class = WrapperModel
 
 
 class WrapperForRetrieval(SequenceForRetrieval, WrapperPreTrainedModel):
-    backbone_class = WrapperModel
+    base_model_class = WrapperModel
 
 
 __all__ = [

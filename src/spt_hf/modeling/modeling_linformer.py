@@ -155,21 +155,21 @@ class LinformerModel(RotaryTransformerModel, LinformerPreTrainedModel):
 
 
 class LinformerForMaskedLM(SequenceForMaskedLM, LinformerPreTrainedModel):
-    backbone_class = LinformerModel
+    base_model_class = LinformerModel
 
 
 class LinformerForCausalLM(SequenceForCausalLM, LinformerPreTrainedModel, GenerationMixin):
     """Declared for the Auto classes; building it raises: Linformer has no causal form."""
 
-    backbone_class = LinformerModel
+    base_model_class = LinformerModel
 
 
 class LinformerForSequenceClassification(SequenceForSequenceClassification, LinformerPreTrainedModel):
-    backbone_class = LinformerModel
+    base_model_class = LinformerModel
 
 
 class LinformerForRetrieval(SequenceForRetrieval, LinformerPreTrainedModel):
-    backbone_class = LinformerModel
+    base_model_class = LinformerModel
 
 
 __all__ = [

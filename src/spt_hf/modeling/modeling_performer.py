@@ -287,19 +287,19 @@ class PerformerModel(RotaryTransformerModel, PerformerPreTrainedModel):
 
 
 class PerformerForMaskedLM(SequenceForMaskedLM, PerformerPreTrainedModel):
-    backbone_class = PerformerModel
+    base_model_class = PerformerModel
 
 
 class PerformerForCausalLM(SequenceForCausalLM, PerformerPreTrainedModel, GenerationMixin):
-    backbone_class = PerformerModel
+    base_model_class = PerformerModel
 
 
 class PerformerForSequenceClassification(SequenceForSequenceClassification, PerformerPreTrainedModel):
-    backbone_class = PerformerModel
+    base_model_class = PerformerModel
 
 
 class PerformerForRetrieval(SequenceForRetrieval, PerformerPreTrainedModel):
-    backbone_class = PerformerModel
+    base_model_class = PerformerModel
 
 
 __all__ = [

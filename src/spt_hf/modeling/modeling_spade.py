@@ -107,19 +107,19 @@ class SpadeModel(RotaryTransformerModel, SpadePreTrainedModel):
 
 
 class SpadeForMaskedLM(SequenceForMaskedLM, SpadePreTrainedModel):
-    backbone_class = SpadeModel
+    base_model_class = SpadeModel
 
 
 class SpadeForCausalLM(SequenceForCausalLM, SpadePreTrainedModel, GenerationMixin):
-    backbone_class = SpadeModel
+    base_model_class = SpadeModel
 
 
 class SpadeForSequenceClassification(SequenceForSequenceClassification, SpadePreTrainedModel):
-    backbone_class = SpadeModel
+    base_model_class = SpadeModel
 
 
 class SpadeForRetrieval(SequenceForRetrieval, SpadePreTrainedModel):
-    backbone_class = SpadeModel
+    base_model_class = SpadeModel
 
 
 __all__ = [
