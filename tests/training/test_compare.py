@@ -226,3 +226,24 @@ def test_the_phase_and_compare_decide_a_phase_state_with_one_function(tmp_path):
 
     dry = run_compare(spec(tmp_path, **one, accelerate_config=str(double)), dry_run=True)
     assert dry.states[spt_job.id] == "changed" and "world_size: 1 -> 2" in dry.problems[spt_job.id]
+
+
+def test_the_baseline_phase_of_a_text_pretrained_pair_is_its_own_kind(tmp_path):
+    """The baseline phase (folder scratch/, finetuning without an SPT checkpoint) is "scratch" from random
+    initialisation and "text-pretrained" when its recipe loads Pythia's weights; the plan table shows the kind."""
+    from spt_hf.compare import build_plan
+    from spt_hf.compare.state import describe_plan, plan_states
+
+    plan = build_plan(
+        CompareSpec(
+            tasks=["text"], architectures=["pythia70m-pretrained", "s4"], seeds=[0], output_dir=str(tmp_path / "c")
+        )
+    )
+    kinds = {job.id.split("/", 1)[1]: (job.phase, job.kind) for job in plan.jobs}
+    assert kinds["pythia70m-pretrained/full/seed0/scratch"] == ("scratch", "text-pretrained")
+    assert kinds["s4/full/seed0/scratch"] == ("scratch", "scratch")
+    assert kinds["s4/full/seed0/finetune"] == ("finetune", "finetune")
+    table = describe_plan(plan, plan_states(plan))
+    assert "| text/pythia70m-pretrained/full/seed0/scratch | text-pretrained | new |" in table
+    assert "| text/s4/full/seed0/finetune | finetune | waiting |" in table
+    assert not (tmp_path / "c").exists()

@@ -401,7 +401,8 @@ def with_phase(recipe: Recipe, output_dir: Path, max_steps: int | None, model_na
 
 
 def run(spt_recipe: Recipe, finetune_recipe: Recipe, with_scratch: bool = False) -> dict:
-    """SPT, then finetuning from its checkpoint, and optionally the scratch baseline; writes a run summary."""
+    """SPT, then finetuning from its checkpoint, and optionally the baseline phase (`scratch/`: the finetuning
+    recipe without the SPT checkpoint); writes a run summary."""
     ensure_push_credentials(spt_recipe.training, finetune_recipe.training)  # both phases, before any training
     root = Path(spt_recipe.training.output_dir)
     budgets = phase_budgets(spt_recipe, finetune_recipe)
@@ -411,9 +412,9 @@ def run(spt_recipe: Recipe, finetune_recipe: Recipe, with_scratch: bool = False)
     summary["phases"]["finetune"] = finetune(with_phase(finetune_recipe, root, budgets["finetune"], str(spt_dir)))
     if with_scratch:
         # The baseline is not pushed (it would land in the finetuned model's repository); its numbers go in the cards.
-        scratch = with_phase(finetune_recipe, root, budgets["scratch"], None)
-        scratch = dataclasses.replace(scratch, training=dataclasses.replace(scratch.training, push_to_hub=False))
-        summary["phases"]["scratch"] = finetune(scratch)
+        baseline = with_phase(finetune_recipe, root, budgets[BASELINE_PHASE], None)
+        baseline = dataclasses.replace(baseline, training=dataclasses.replace(baseline.training, push_to_hub=False))
+        summary["phases"][BASELINE_PHASE] = finetune(baseline)
     compact = {name: _headline(result) for name, result in summary["phases"].items()}
     write_results(root, {"run_dir": str(root), "budgets": budgets, "phases": compact})
     if spt_recipe.training.should_save:  # the cards again, now that they can report every phase (only they change)
