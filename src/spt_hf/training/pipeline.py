@@ -9,6 +9,7 @@ other's checkpoints. The phase names are the same everywhere (CLI, folders, resu
 
 import dataclasses
 import math
+import os
 import time
 from pathlib import Path
 
@@ -121,7 +122,7 @@ def _pretrain(recipe: Recipe, fingerprint: dict, callbacks: list | None) -> dict
         results["data"]["pretraining_fingerprint"] = data_fingerprint.to_dict()
         _write_phase_results(output_dir, results)
         push_phase(recipe.training)
-    _summary("spt", results)
+        _summary("spt", results)  # once, by the main process (every process of a launch gets here)
     return results
 
 
@@ -174,7 +175,7 @@ def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict
     if trainer.is_world_process_zero():
         _write_phase_results(recipe.training.output_dir, results)
         push_phase(recipe.training)
-    _summary(phase, results)
+        _summary(phase, results)  # once, by the main process (every process of a launch gets here)
     return results
 
 
@@ -222,6 +223,8 @@ def _refuse_persistent_workers(recipe: Recipe) -> None:
 
 def _finished(phase: str, recipe: Recipe, results: dict) -> dict:
     folder = recipe.training.output_dir
+    if os.environ.get("RANK", "0") != "0":  # a launched process other than the main one (no Trainer exists yet)
+        return results
     print(
         f"spt_hf: the {phase} phase in {folder} is finished ({results['budget']['steps']} steps; "
         f"{_headline_metric(results)}): nothing to do. `--overwrite_output_dir true` trains it again.",
@@ -231,7 +234,7 @@ def _finished(phase: str, recipe: Recipe, results: dict) -> dict:
 
 
 def _summary(phase: str, results: dict) -> None:
-    """The one line that ends a phase: metric, steps, time, where the results went."""
+    """The one line that ends a phase: metric, steps, time, where the results went (main process only)."""
     minutes = (results["budget"]["wall_time_s"] or 0) / 60
     print(
         f"spt_hf: {phase} done in {minutes:.1f} min, {results['budget']['steps']} steps; {_headline_metric(results)};"
