@@ -1,9 +1,11 @@
 """MEGA, SPADE, Linformer and Performer against independent formulations of their maths.
 
 Oracles: MEGA's EMA as an explicit recurrence in both directions and its gated residual written out; full softmax
-attention for Linformer with k = L and identity projections (and the spt_hf Transformer with the same weights);
-exact softmax attention and the masked quadratic form for FAVOR+; spt_hf's S4 layer and block-local attention for
-SPADE's two branches. Everything is tiny (hidden 32 or less, L <= 150); float64 where the comparison is exact.
+attention for Linformer with k = L and identity projections (and the spt_hf Transformer with the same weights), and
+fairseq's (E X) Wᵀ + 1 bᵀ written out with random projections and nonzero biases; exact softmax attention and the
+masked quadratic form for FAVOR+; for SPADE the released bottom layer written out (its linear S4 branch as an explicit
+Toeplitz sum over dense state-matrix powers), spt_hf's S4 layer and block-local attention for the two branches.
+Everything is tiny (hidden 32 or less, L <= 150); float64 where the comparison is exact.
 """
 
 import json
