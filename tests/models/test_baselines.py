@@ -672,6 +672,27 @@ def test_checkpoints_saved_before_a_fidelity_field_existed_load_with_their_old_a
 
 
 @pytest.mark.parametrize(
+    "model_type, field, saved_value",
+    [("spt_spade", "s4_pointwise", True), ("spt_linformer", "bias_after_projection", False)],
+)
+def test_resuming_a_phase_from_a_checkpoint_of_the_old_form_is_refused_naming_the_field(
+    tmp_path, model_type, field, saved_value
+):
+    from spt_hf.training.pipeline import _check_resumed_form
+
+    entry = ENTRIES[model_type]
+    AutoModelForMaskedLM.from_config(make_config(entry, **{field: saved_value})).save_pretrained(tmp_path / "ckpt")
+    saved = json.loads((tmp_path / "ckpt" / "config.json").read_text())
+    del saved[field]  # a checkpoint written before the field existed
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps(saved))
+    new_form = AutoModelForMaskedLM.from_config(make_config(entry))
+    value = str(saved_value).lower()
+    with pytest.raises(ValueError, match=rf"saved with `{field}: {value}`.*add `{field}: {value}` to the recipe"):
+        _check_resumed_form(new_form, str(tmp_path / "ckpt"))
+    _check_resumed_form(AutoModelForMaskedLM.from_config(make_config(entry, **{field: saved_value})), tmp_path / "ckpt")
+
+
+@pytest.mark.parametrize(
     "model_type, overrides, message",
     [
         ("spt_mega", {"chunk_size": 0}, "`chunk_size` must be -1 .* or a positive integer"),

@@ -5,9 +5,6 @@ from .configuration_sequence import check_bool, check_choice, check_positive_int
 
 PROJECTION_SHARING = ("none", "headwise", "key-value", "layerwise")
 
-# Fields added after checkpoints were saved without them, and the value that reproduces those checkpoints.
-SAVED_DEFAULTS = {"bias_after_projection": False}
-
 
 class LinformerConfig(RotaryTransformerConfig):
     r"""
@@ -42,6 +39,8 @@ class LinformerConfig(RotaryTransformerConfig):
 
     model_type = "spt_linformer"
     has_causal_form = False
+    # Fields added after checkpoints were saved without them, and the value that reproduces those checkpoints.
+    saved_defaults = {"bias_after_projection": False}
 
     projected_length: int = 256
     projection_sharing: str = "headwise"
@@ -75,7 +74,7 @@ class LinformerConfig(RotaryTransformerConfig):
         """As `PreTrainedConfig.from_dict`; a saved config without `bias_after_projection` (saved before it existed)
         loads with `bias_after_projection=False`, the order it was trained with. `from_pretrained` and the Auto
         classes come here."""
-        return super().from_dict(with_saved_defaults(config_dict, SAVED_DEFAULTS), **kwargs)
+        return super().from_dict(with_saved_defaults(config_dict, cls.saved_defaults), **kwargs)
 
     @classmethod
     def from_json_file(cls, json_file):

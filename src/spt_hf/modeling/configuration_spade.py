@@ -8,9 +8,6 @@ from .configuration_sequence import check_bool, check_positive_int, with_saved_d
 # The fields of SpadeConfig that configure its S4 branch; they mean exactly what they mean in S4Config.
 S4_FIELDS = ("state_size", "n_ssm", "kernel", "init", "time_step_min", "time_step_max", "ssm_learning_rate")
 
-# Fields added after checkpoints were saved without them, and the value that reproduces those checkpoints.
-SAVED_DEFAULTS = {"s4_pointwise": True}
-
 
 class SpadeConfig(RotaryTransformerConfig):
     r"""
@@ -51,6 +48,8 @@ class SpadeConfig(RotaryTransformerConfig):
     """
 
     model_type = "spt_spade"
+    # Fields added after checkpoints were saved without them, and the value that reproduces those checkpoints.
+    saved_defaults = {"s4_pointwise": True}
 
     attention_window: int | None = 128
     max_position_embeddings: int = 1024
@@ -75,7 +74,7 @@ class SpadeConfig(RotaryTransformerConfig):
     def from_dict(cls, config_dict: dict, **kwargs):
         """As `PreTrainedConfig.from_dict`; a saved config without `s4_pointwise` (saved before it existed) loads
         with `s4_pointwise=True`, the form it was trained with. `from_pretrained` and the Auto classes come here."""
-        return super().from_dict(with_saved_defaults(config_dict, SAVED_DEFAULTS), **kwargs)
+        return super().from_dict(with_saved_defaults(config_dict, cls.saved_defaults), **kwargs)
 
     @classmethod
     def from_json_file(cls, json_file):

@@ -293,6 +293,7 @@ def _train_and_evaluate(trainer: SPTTrainer, recipe, task: TaskData, phase: str,
     output_dir = recipe.training.output_dir
     resume = latest_complete_checkpoint(output_dir)
     if resume:
+        _check_resumed_form(trainer.model, resume)
         print(f"spt_hf: resuming {phase} from {resume}", flush=True)
     train_output = trainer.train(resume_from_checkpoint=resume)
     curve = list(trainer.state.log_history)
@@ -315,6 +316,24 @@ def _train_and_evaluate(trainer: SPTTrainer, recipe, task: TaskData, phase: str,
     export_model(trainer, output_dir)
     wall = time.perf_counter() - start
     return phase_results(phase, recipe, task, trainer, train_output, evaluations, curve, wall)
+
+
+def _check_resumed_form(model, checkpoint: str) -> None:
+    """A checkpoint written before a field that changed an architecture's arithmetic existed (`saved_defaults` of its
+    config: SPADE's `s4_pointwise`, Linformer's `bias_after_projection`) holds the old form; resuming it into a model
+    of the new default would drop or misuse weights. Refuse in one line naming the field to set."""
+    fields = getattr(type(model.config), "saved_defaults", {})
+    if not fields or not Path(checkpoint, "config.json").is_file():
+        return
+    saved = type(model.config).from_json_file(Path(checkpoint, "config.json"))
+    for name in fields:
+        if getattr(saved, name) != getattr(model.config, name):
+            raise ValueError(
+                f"{checkpoint} was saved with `{name}: {str(getattr(saved, name)).lower()}` and this recipe builds "
+                f"`{name}: {str(getattr(model.config, name)).lower()}`; add `{name}: "
+                f"{str(getattr(saved, name)).lower()}` to the recipe to resume it, or `--overwrite_output_dir true` "
+                "to train the phase afresh."
+            )
 
 
 def export_model(trainer: SPTTrainer, output_dir: str) -> None:
