@@ -164,14 +164,17 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--launcher", choices=("local", "submitit", "ray"))
     parser.add_argument("--max-parallel", type=int, help="phases at once (local launcher)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and what is finished; run nothing")
-    parser.add_argument("--accelerate-config", help="run each phase under `accelerate launch --config_file` this")
+    parser.add_argument(
+        "--accelerate-config", help="run each phase under `accelerate launch --config_file` this (any launcher)"
+    )
     parser.add_argument("--submitit-cluster", choices=("slurm", "local", "debug"), help="default slurm")
     parser.add_argument("--submitit-partition", help="Slurm partition")
     parser.add_argument("--submitit-timeout-min", type=int, help="Slurm time limit per phase, minutes")
-    parser.add_argument("--submitit-gpus-per-node", type=int, help="GPUs per phase")
+    parser.add_argument("--submitit-gpus-per-node", type=int, help="GPUs per machine of a phase (a process each)")
+    parser.add_argument("--submitit-nodes", type=int, help="machines per phase (default 1)")
     parser.add_argument("--ray-address", help="a running Ray cluster (default: a local instance)")
     parser.add_argument("--ray-num-cpus", type=float, help="CPUs per phase (default 1)")
-    parser.add_argument("--ray-num-gpus", type=float, help="GPUs per phase (default 0)")
+    parser.add_argument("--ray-num-gpus", type=float, help="GPUs per phase, a process each (default 0)")
 
 
 def add_generate_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:

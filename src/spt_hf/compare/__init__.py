@@ -18,6 +18,7 @@ from ..training.pipeline import in_phase_dir, phase_extra
 from ..training.run_folder import PhaseLockedError, RecipeChangedError, phase_fingerprint, phase_status
 from .launchers import run_local, run_ray, run_submitit
 from .plan import CompareSpec, PhaseJob, build_plan, describe_plan
+from .processes import PhaseProcesses, phase_processes
 
 
 @dataclass
@@ -32,16 +33,17 @@ class CompareResult:
         return all(state in ("done", "skipped") for state in self.states.values())
 
 
-def phase_state(job: PhaseJob) -> tuple[str, str]:
-    """("finished", "") if the phase's folder holds a finished phase of this exact recipe; ("changed", why) if it
-    holds one of another recipe (or a corrupted one); ("to run", "") otherwise (new, partial, or waiting)."""
+def phase_state(job: PhaseJob, world_size: int = 1) -> tuple[str, str]:
+    """("finished", "") if the phase's folder holds a finished phase of this exact recipe run on `world_size`
+    processes; ("changed", why) if it holds one of another recipe (or a corrupted one, or another number of
+    processes); ("to run", "") otherwise (new, partial, or waiting)."""
     phase = "spt" if job.kind == "spt" else "finetune"
     source = job.overrides.get("model_name_or_path")
     if source is not None and not (job.run_dir / "spt" / "results.json").is_file():
         return "to run", ""  # its SPT checkpoint does not exist yet
     recipe = in_phase_dir(load_recipe(job.recipe, job.overrides, phase=phase), job.kind)
     extra = phase_extra(job.run_dir / "spt") if source is not None else {}
-    sha, entries = phase_fingerprint(recipe, extra)
+    sha, entries = phase_fingerprint(recipe, extra, world_size)
     try:
         status = phase_status(job.phase_dir, sha, entries, overwrite=False)
     except (RecipeChangedError, RuntimeError) as error:  # a changed recipe, a corrupted finished phase
@@ -86,10 +88,11 @@ class Progress:
 def run_compare(spec: CompareSpec, dry_run: bool = False) -> CompareResult:
     """Plan, run what is missing, and write the report into `spec.output_dir`."""
     plan = build_plan(spec)
+    layout = phase_processes(spec)
     result = CompareResult(plan)
     statuses = {}
     for job in plan:
-        status, why = phase_state(job) if spec.accelerate_config is None else ("to run", "")
+        status, why = phase_state(job, layout.processes)
         statuses[job.id] = status
         if status == "changed":
             result.problems[job.id] = why
@@ -105,7 +108,7 @@ def run_compare(spec: CompareSpec, dry_run: bool = False) -> CompareResult:
     print(f"compare: {len(to_run)} phase(s) to run, {len(plan) - len(to_run)} finished or left alone", flush=True)
     progress = Progress(len(to_run), spec.max_parallel if spec.launcher == "local" else max(1, len(to_run)))
     if to_run:
-        result.states.update(_launch(spec, to_run, progress))
+        result.states.update(_launch(spec, to_run, progress, layout))
     for job in to_run:
         if result.states.get(job.id) == "failed":
             result.problems[job.id] = f"failed; its log: {job.log}"
@@ -117,14 +120,14 @@ def run_compare(spec: CompareSpec, dry_run: bool = False) -> CompareResult:
     return result
 
 
-def _launch(spec: CompareSpec, jobs: list[PhaseJob], progress: Progress) -> dict:
+def _launch(spec: CompareSpec, jobs: list[PhaseJob], progress: Progress, layout: PhaseProcesses) -> dict:
     from pathlib import Path
 
     if spec.launcher == "local":
-        return run_local(jobs, progress, spec.max_parallel, spec.accelerate_config)
+        return run_local(jobs, progress, spec.max_parallel, layout)
     if spec.launcher == "submitit":
-        return run_submitit(jobs, progress, spec.submitit, Path(spec.output_dir))
-    return run_ray(jobs, progress, spec.ray)
+        return run_submitit(jobs, progress, spec.submitit, Path(spec.output_dir), layout)
+    return run_ray(jobs, progress, spec.ray, layout)
 
 
 __all__ = ["CompareResult", "CompareSpec", "PhaseJob", "PhaseLockedError", "build_plan", "run_compare"]

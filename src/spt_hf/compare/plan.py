@@ -36,10 +36,12 @@ class CompareSpec:
         max_parallel: phases run at once by the local launcher.
         overrides: recipe keys set in every phase (`--key value` on the command line).
         task_overrides: recipe keys set in every phase of one task: {task: {key: value}} (YAML only).
-        accelerate_config: run each phase under `accelerate launch --config_file` this file (local launcher).
-        submitit: `cluster` (slurm | local | debug), `partition`, `timeout_min`, `gpus_per_node`, `cpus_per_task`,
-            `mem_gb`, `folder`.
-        ray: `address` (default: a local instance), `num_cpus` and `num_gpus` per phase.
+        accelerate_config: run each phase under `accelerate launch --config_file` this file (a path or a shipped
+            name such as `accelerate/multi_gpu.yaml`; every launcher).
+        submitit: `cluster` (slurm | local | debug), `partition`, `timeout_min`, `nodes`, `gpus_per_node` (one
+            process per GPU), `processes_per_node` (without GPUs), `cpus_per_task`, `mem_gb`, `folder`.
+        ray: `address` (default: a local instance), `num_cpus` and `num_gpus` per phase (one process per GPU),
+            `processes` (without GPUs), `max_retries` (of a phase whose worker or process was killed; default 2).
     """
 
     tasks: list[str]
@@ -99,23 +101,17 @@ class PhaseJob:
     def log(self) -> Path:
         return self.run_dir / "logs" / f"{self.kind}.log"
 
-    def command(self, accelerate_config: str | None = None) -> list[str]:
-        verb = "spt" if self.kind == "spt" else "finetune"
-        words = [verb, "--config", str(self.recipe)]
+    @property
+    def words(self) -> list[str]:
+        """The phase as `spt-hf` arguments: `spt|finetune --config RECIPE --key value ...`."""
+        words = ["spt" if self.kind == "spt" else "finetune", "--config", str(self.recipe)]
         for key, value in self.overrides.items():
             words += [f"--{key}", json.dumps(value) if not isinstance(value, str) else value]
-        if accelerate_config:
-            return [
-                sys.executable,
-                "-m",
-                "accelerate.commands.launch",
-                "--config_file",
-                accelerate_config,
-                "-m",
-                "spt_hf",
-                *words,
-            ]
-        return [sys.executable, "-m", "spt_hf", *words]
+        return words
+
+    def command(self) -> list[str]:
+        """The phase as one process (`compare/processes.py` gives the command of a phase on several)."""
+        return [sys.executable, "-m", "spt_hf", *self.words]
 
 
 def recipe_pair(recipes_dir: str, task: str, architecture: str) -> tuple[Path, Path]:

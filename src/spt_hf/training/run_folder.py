@@ -138,6 +138,21 @@ class PhaseLock:
         self.release()
 
 
+def live_lock_owner(folder: str | Path) -> dict | None:
+    """The owner ({"pid", "host", "since", ...}) of the lock on `folder` if it is a live process on this host; None
+    if there is no lock, its process is gone, or it was taken on another host."""
+    try:
+        owner = json.loads((Path(folder) / LOCK_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    pid = owner.get("pid")
+    if owner.get("host") != socket.gethostname() or not isinstance(pid, int):
+        return None
+    start = _process_start(pid)
+    alive = start is not None and (not owner.get("start") or not start or start == owner["start"])
+    return owner if alive else None
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Which recipe a phase belongs to, and whether it is finished
 # ----------------------------------------------------------------------------------------------------------------
@@ -164,10 +179,12 @@ def recipe_fingerprint(recipe_dict: dict, extra: dict | None = None) -> tuple[st
     return hashlib.sha256(canonical.encode()).hexdigest(), json.loads(canonical)
 
 
-def phase_fingerprint(recipe, extra: dict | None = None) -> tuple[str, dict]:
-    """The fingerprint a phase records for `recipe` (in its phase folder): the recipe, the number of processes and
-    `extra` facts (the checkpoint finetuning starts from)."""
-    return recipe_fingerprint(recipe.to_dict(), {"world_size": recipe.training.world_size, **(extra or {})})
+def phase_fingerprint(recipe, extra: dict | None = None, world_size: int | None = None) -> tuple[str, dict]:
+    """The fingerprint a phase records for `recipe` (in its phase folder): the recipe, the number of processes
+    (`world_size`: this process's, unless given, as compare does for the phases it launches) and `extra` facts (the
+    checkpoint finetuning starts from)."""
+    world = recipe.training.world_size if world_size is None else world_size
+    return recipe_fingerprint(recipe.to_dict(), {"world_size": world, **(extra or {})})
 
 
 def describe_changes(before: dict, after: dict, limit: int = 12) -> str:
