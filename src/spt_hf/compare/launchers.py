@@ -5,6 +5,7 @@ waits for has succeeded, and the phases that wait for a failed one do not start.
 `on_event(job, state, detail)` reports "running", "done", "failed" and "blocked" as they happen.
 """
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -268,23 +269,39 @@ def _ray_phase(words: list[str], layout: PhaseProcesses, log: str, folder: str, 
     killed by a signal raises PhaseKilled (Ray retries it)."""
     if dependency not in (None, 0):
         return -1
-    _wait_while_running_elsewhere(Path(folder), log)
-    status = execute_phase(layout.command(words), log, cwd=cwd)
+    with _phase_turn(Path(folder), log):
+        status = execute_phase(layout.command(words), log, cwd=cwd)
     if status < 0:
         raise PhaseKilled(f"the phase was killed by signal {-status}; see {log}")
     return status
 
 
-def _wait_while_running_elsewhere(folder: Path, log: str) -> None:
-    """Wait while a live process on this machine holds the phase folder's lock (a previous compare's phase that
-    is still running, or still being stopped), so that this task finds it finished or resumes it."""
+@contextlib.contextmanager
+def _phase_turn(folder: Path, log: str):
+    """This task's turn to run the phase in `folder`: after any other task running it on this machine (another
+    compare of the same folder; an flock on `.<phase>.launch` beside it, released by the kernel when a worker dies),
+    and after a phase process of an earlier task that is still running or being stopped (the phase folder's lock).
+    The phase then finds itself finished, or resumes."""
+    import fcntl
+
     from ..training.run_folder import live_lock_owner
 
-    owner = live_lock_owner(folder)
-    if owner is None:
-        return
+    folder.parent.mkdir(parents=True, exist_ok=True)
     Path(log).parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{folder.name}.launch", "a") as turn:
+        try:
+            fcntl.flock(turn, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _note(log, f"compare: waiting for another task running {folder} (a second compare of this folder?)")
+            fcntl.flock(turn, fcntl.LOCK_EX)
+        owner = live_lock_owner(folder)
+        if owner is not None:
+            _note(log, f"compare: waiting for process {owner['pid']}, which runs {folder} (since {owner['since']})")
+        while live_lock_owner(folder) is not None:
+            time.sleep(1)
+        yield
+
+
+def _note(log: str, line: str) -> None:
     with open(log, "a") as handle:
-        handle.write(f"compare: waiting for process {owner['pid']}, which runs {folder} (since {owner['since']})\n")
-    while live_lock_owner(folder) is not None:
-        time.sleep(1)
+        handle.write(line + "\n")
