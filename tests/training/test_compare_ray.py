@@ -37,8 +37,8 @@ OVERRIDES = {  # long enough (200 steps a phase) to be caught between its checkp
 
 
 def arguments(out: Path) -> list[str]:
-    words = ["compare", "--tasks", "digits", "--architectures", "transformer", "--seeds", "0", "--no-scratch"]
-    words += ["--recipes-dir", "recipes/cpu", "--output-dir", str(out)]
+    words = ["compare", "--tasks", "digits", "--architectures", "transformer", "--seeds", "0", "--no_scratch"]
+    words += ["--recipes_dir", "recipes/cpu", "--output_dir", str(out)]
     return words + [f"--{key}={value}" for key, value in OVERRIDES.items()]
 
 
@@ -101,7 +101,7 @@ def assert_same_models(out: Path, reference: Path) -> None:
 
 
 def driver(out: Path, address: str) -> subprocess.Popen:
-    command = [sys.executable, "-m", "spt_hf", *arguments(out), "--launcher", "ray", "--ray-address", address]
+    command = [sys.executable, "-m", "spt_hf", *arguments(out), "--launcher", "ray", "--ray_address", address]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -138,7 +138,7 @@ def test_a_killed_worker_and_a_killed_phase_are_run_again_and_resume_exactly(clu
     os.kill(parent(mid_run(out, "spt", process)), signal.SIGKILL)  # the Ray worker running the SPT task
     os.kill(mid_run(out, "finetune", process), signal.SIGKILL)  # the finetuning process itself
     output = finish(process)
-    assert "2/2 ended (2 done, 0 failed, 0 blocked)" in output
+    assert "2/2 ended (2 finished, 0 failed, 0 blocked)" in output
     assert trainings(out, "spt") == 2 and trainings(out, "finetune") == 2  # each resumed once
     assert "resuming spt from" in (out / "digits/transformer/full/seed0/logs/spt.log").read_text()
     assert_same_models(out, reference)
@@ -158,7 +158,7 @@ def test_a_killed_driver_stops_its_phases_and_the_rerun_resumes_them(cluster, re
     assert (phase_dir(out, "spt") / LOCK_FILE).exists() and not (phase_dir(out, "spt") / "results.json").exists()
     output = finish(driver(out, cluster))
     assert (
-        "2/2 ended (2 done, 0 failed, 0 blocked)" in output
+        "2/2 ended (2 finished, 0 failed, 0 blocked)" in output
         and "taking over the lock" in (out / "digits/transformer/full/seed0/logs/spt.log").read_text()
     )
     assert trainings(out, "spt") == 2 and trainings(out, "finetune") == 1
@@ -179,7 +179,7 @@ def test_a_second_compare_while_the_first_runs_waits_for_its_phases(cluster, ref
     os.kill(pid, signal.SIGCONT)
     assert "compare: waiting for another task running" in log.read_text()
     for process in (first, second):
-        assert "2/2 ended (2 done, 0 failed, 0 blocked)" in finish(process)
+        assert "2/2 ended (2 finished, 0 failed, 0 blocked)" in finish(process)
     assert "is finished" in log.read_text()  # the second compare's SPT task found it finished
     assert trainings(out, "spt") == 1 and trainings(out, "finetune") == 1  # no phase trained twice
     assert_same_models(out, reference)

@@ -2,7 +2,8 @@
 submitit, or Ray tasks. Each phase is the same `spt-hf` command whatever runs it; a phase starts once the phase it
 waits for has succeeded, and the phases that wait for a failed one do not start.
 
-`on_event(job, state, detail)` reports "running", "done", "failed" and "blocked" as they happen.
+`on_event(job, state, detail)` reports the states (`PhaseState`) QUEUED, RUNNING, FINISHED, FAILED and BLOCKED as
+they happen.
 """
 
 import contextlib
@@ -14,11 +15,15 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .plan import PhaseJob
+from ..training.run_folder import PhaseState
 from .processes import PhaseProcesses, run_in_job
 
-Event = Callable[[PhaseJob, str, str], None]
+if TYPE_CHECKING:  # (the later stages read the plan; they do not call back into it)
+    from .plan import PhaseJob
+
+Event = Callable[["PhaseJob", str, str], None]
 
 
 def execute_phase(command: list[str], log: str, environment: dict | None = None, cwd: str | None = None) -> int:
@@ -48,19 +53,19 @@ def _end_with_parent() -> Callable[[], None] | None:
     return lambda: libc.prctl(set_parent_death_signal, signal.SIGTERM)
 
 
-def _ready(job: PhaseJob, finished: dict[str, str], planned: set[str]) -> str | None:
+def _ready(job: "PhaseJob", finished: dict[str, str], planned: set[str]) -> str | None:
     """ "run", "blocked" or None (still waiting) for a job whose dependency has or has not finished. A dependency
-    outside the plan (a phase that finished in an earlier invocation) counts as done."""
-    if job.depends_on is None or job.depends_on not in planned or finished.get(job.depends_on) == "done":
+    outside the plan (a phase that finished in an earlier invocation) counts as finished."""
+    if job.depends_on is None or job.depends_on not in planned or finished.get(job.depends_on) == PhaseState.FINISHED:
         return "run"
     if job.depends_on in finished:
         return "blocked"
     return None
 
 
-def run_graph(jobs: list[PhaseJob], start: Callable[[PhaseJob], Future], parallel: int, on_event: Event) -> dict:
+def run_graph(jobs: list["PhaseJob"], start: Callable[["PhaseJob"], Future], parallel: int, on_event: Event) -> dict:
     """Start each job once its dependency succeeded (at most `parallel` at once); `start` returns a future of the
-    exit status. Returns {job id: "done" | "failed" | "blocked"}."""
+    exit status. Returns {job id: FINISHED | FAILED | BLOCKED}."""
     pending, running, finished = list(jobs), {}, {}
     planned = {job.id for job in jobs}
     while pending or running:
@@ -68,12 +73,12 @@ def run_graph(jobs: list[PhaseJob], start: Callable[[PhaseJob], Future], paralle
             decision = _ready(job, finished, planned)
             if decision == "blocked":
                 pending.remove(job)
-                finished[job.id] = "blocked"
-                on_event(job, "blocked", f"{job.depends_on} did not finish")
+                finished[job.id] = PhaseState.BLOCKED
+                on_event(job, PhaseState.BLOCKED, f"{job.depends_on} did not finish")
             elif decision == "run" and len(running) < parallel:
                 pending.remove(job)
                 running[start(job)] = job
-                on_event(job, "running", "")
+                on_event(job, PhaseState.RUNNING, "")
         if not running:
             if pending:  # nothing runs and nothing can start: a dependency cycle, which build_plan never makes
                 raise RuntimeError(f"compare: no phase can start; waiting: {', '.join(job.id for job in pending)}")
@@ -87,7 +92,7 @@ def run_graph(jobs: list[PhaseJob], start: Callable[[PhaseJob], Future], paralle
                 status, detail = 1, f"{type(error).__name__}: {error}"
             else:
                 detail = "" if status == 0 else f"exit status {status}; see {job.log}"
-            finished[job.id] = "done" if status == 0 else "failed"
+            finished[job.id] = PhaseState.FINISHED if status == 0 else PhaseState.FAILED
             on_event(job, finished[job.id], detail)
     return finished
 
@@ -109,7 +114,7 @@ def run_local(jobs, on_event: Event, parallel: int = 1, layout: PhaseProcesses |
     cores = max(1, (os.cpu_count() or 1) // (parallel * layout.processes))
     threads = {} if "OMP_NUM_THREADS" in os.environ else {"OMP_NUM_THREADS": str(cores)}
 
-    def run(job: PhaseJob) -> int:
+    def run(job: "PhaseJob") -> int:
         with lock:
             mine = [free.pop(0) for _ in range(layout.processes)] if free else []
         try:
@@ -165,7 +170,7 @@ def run_submitit(jobs, on_event: Event, options: dict, output_dir: Path, layout:
         return _submit_slurm(executor, jobs, on_event, layout)
     pool = ThreadPoolExecutor(max_workers=max(1, len(jobs)))
 
-    def start(job: PhaseJob) -> Future:
+    def start(job: "PhaseJob") -> Future:
         submitted = executor.submit(run_in_job, job.words, layout, str(job.log))
         return pool.submit(submitted.result)
 
@@ -175,7 +180,7 @@ def run_submitit(jobs, on_event: Event, options: dict, output_dir: Path, layout:
         pool.shutdown()
 
 
-def _submit_slurm(executor, jobs: list[PhaseJob], on_event: Event, layout: PhaseProcesses) -> dict:
+def _submit_slurm(executor, jobs: list["PhaseJob"], on_event: Event, layout: PhaseProcesses) -> dict:
     handles = {}
     for job in jobs:  # the plan lists each SPT phase before its finetuning
         if job.depends_on in handles:  # a dependency outside the plan finished earlier
@@ -185,7 +190,7 @@ def _submit_slurm(executor, jobs: list[PhaseJob], on_event: Event, layout: Phase
         else:
             executor.update_parameters(slurm_additional_parameters={})
         handles[job.id] = executor.submit(run_in_job, job.words, layout, str(job.log))
-        on_event(job, "queued", f"Slurm job {handles[job.id].job_id}")
+        on_event(job, PhaseState.QUEUED, f"Slurm job {handles[job.id].job_id}")
     finished = {}
     while len(finished) < len(jobs):
         for job in jobs:
@@ -198,7 +203,7 @@ def _submit_slurm(executor, jobs: list[PhaseJob], on_event: Event, layout: Phase
                 status, detail = 1, str(error).splitlines()[0] if str(error) else type(error).__name__
             else:
                 detail = "" if status == 0 else f"exit status {status}; see {job.log}"
-            finished[job.id] = "done" if status == 0 else "failed"
+            finished[job.id] = PhaseState.FINISHED if status == 0 else PhaseState.FAILED
             on_event(job, finished[job.id], detail)
         time.sleep(5)
     return finished
@@ -228,14 +233,14 @@ def run_ray(jobs, on_event: Event, options: dict, layout: PhaseProcesses | None 
         log, folder = str(Path(job.log).absolute()), str(Path(job.phase_dir).absolute())
         refs[job.id] = remote.remote(job.words, layout, log, folder, cwd, dependency)
         by_ref[refs[job.id]] = job
-        on_event(job, "queued", "Ray task")
+        on_event(job, PhaseState.QUEUED, "Ray task")
     finished, waiting = {}, list(refs.values())
     try:
         while waiting:
             ready, waiting = ray.wait(waiting, num_returns=1)
             job = by_ref[ready[0]]
             status, detail = _ray_outcome(ray, ready[0], job, refs, retries)
-            finished[job.id] = {0: "done", -1: "blocked"}.get(status, "failed")
+            finished[job.id] = {0: PhaseState.FINISHED, -1: PhaseState.BLOCKED}.get(status, PhaseState.FAILED)
             on_event(job, finished[job.id], detail)
     finally:
         if started_here:
@@ -243,7 +248,7 @@ def run_ray(jobs, on_event: Event, options: dict, layout: PhaseProcesses | None 
     return finished
 
 
-def _ray_outcome(ray, ref, job: PhaseJob, refs: dict, retries: int) -> tuple[int, str]:
+def _ray_outcome(ray, ref, job: "PhaseJob", refs: dict, retries: int) -> tuple[int, str]:
     """The exit status of a finished Ray task (-1: blocked) and the detail to report with it."""
     try:
         status = ray.get(ref)

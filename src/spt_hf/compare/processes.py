@@ -18,10 +18,12 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
-from .plan import CompareSpec
+if TYPE_CHECKING:
+    from .plan import CompareSpec
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ def resolve_accelerate_config(config: str | None) -> str | None:
     return str(find_recipe(config))
 
 
-def phase_processes(spec: CompareSpec) -> PhaseProcesses:
+def phase_processes(spec: "CompareSpec") -> PhaseProcesses:
     """The processes every phase of `spec` runs with, from its launcher's options."""
     config = resolve_accelerate_config(spec.accelerate_config)
     layout = accelerate_layout(config) if config else (1, 1)
