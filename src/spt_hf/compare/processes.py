@@ -4,7 +4,7 @@ A phase given G devices runs G processes, one per device (data parallelism throu
 process that sees them all: the Trainer would wrap the model in `nn.DataParallel`, and results.json and the recipe
 fingerprint would count one process (`SPTTrainer` refuses that case). The layout comes from the launcher:
 
-- local: one process, or `--accelerate-config FILE` (its `num_processes` and `num_machines`);
+- local: one process, or `--accelerate_config FILE` (its `num_processes` and `num_machines`);
 - submitit: `nodes` machines × `gpus_per_node` (or `processes_per_node`, or the accelerate config's count) processes;
   one Slurm task per machine runs `accelerate launch` with the machine's rank, the first machine of the job as the
   rendezvous address and a port derived from the job id;
@@ -95,7 +95,7 @@ def phase_processes(spec: "CompareSpec") -> PhaseProcesses:
         if layout[1] > 1:
             raise ValueError(
                 f"`accelerate_config` {config} spans {layout[1]} machines; the local launcher runs on this one. "
-                "Use --launcher submitit with --submitit-nodes, or a 1-machine config."
+                "Use --launcher submitit with --submitit_nodes, or a 1-machine config."
             )
         return PhaseProcesses(layout[0], 1, config)
     if spec.launcher == "submitit":
