@@ -149,6 +149,21 @@ class PhaseLock:
         self.release()
 
 
+def live_lock_owner(folder: str | Path) -> dict | None:
+    """The owner ({"pid", "host", "since", ...}) of the lock on `folder` if it is a live process on this host; None
+    if there is no lock, its process is gone, or it was taken on another host."""
+    try:
+        owner = json.loads((Path(folder) / LOCK_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    pid = owner.get("pid")
+    if owner.get("host") != socket.gethostname() or not isinstance(pid, int):
+        return None
+    start = _process_start(pid)
+    alive = start is not None and (not owner.get("start") or not start or start == owner["start"])
+    return owner if alive else None
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Which recipe a phase belongs to, and whether it is finished
 # ----------------------------------------------------------------------------------------------------------------
