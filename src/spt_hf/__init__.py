@@ -4,170 +4,36 @@ Importing the package registers every architecture with the transformers Auto cl
 does so), so `AutoModelFor*.from_pretrained` works on spt_hf checkpoints without `trust_remote_code`.
 """
 
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoModelForCausalLM,
-    AutoModelForMaskedLM,
-    AutoModelForSequenceClassification,
-)
+import transformers
+from transformers import AutoConfig
 
 from .auto import AutoModelForRetrieval
-from .modeling import (
-    modeling_backbone,
-    modeling_dlr,
-    modeling_linformer,
-    modeling_mega,
-    modeling_performer,
-    modeling_rotary_transformer,
-    modeling_s4,
-    modeling_spade,
-)
-from .modeling.configuration_backbone import WrapperConfig
-from .modeling.configuration_dlr import DLRConfig
-from .modeling.configuration_linformer import LinformerConfig
-from .modeling.configuration_mega import MegaConfig
-from .modeling.configuration_performer import PerformerConfig
-from .modeling.configuration_rotary_transformer import RotaryTransformerConfig
-from .modeling.configuration_s4 import S4Config
-from .modeling.configuration_spade import SpadeConfig
-from .modeling.modeling_backbone import (
-    WrapperForCausalLM,
-    WrapperForMaskedLM,
-    WrapperForRetrieval,
-    WrapperForSequenceClassification,
-    WrapperModel,
-)
-from .modeling.modeling_dlr import (
-    DLRForCausalLM,
-    DLRForMaskedLM,
-    DLRForRetrieval,
-    DLRForSequenceClassification,
-    DLRModel,
-)
-from .modeling.modeling_linformer import (
-    LinformerForCausalLM,
-    LinformerForMaskedLM,
-    LinformerForRetrieval,
-    LinformerForSequenceClassification,
-    LinformerModel,
-)
-from .modeling.modeling_mega import (
-    MegaForCausalLM,
-    MegaForMaskedLM,
-    MegaForRetrieval,
-    MegaForSequenceClassification,
-    MegaModel,
-)
-from .modeling.modeling_performer import (
-    PerformerForCausalLM,
-    PerformerForMaskedLM,
-    PerformerForRetrieval,
-    PerformerForSequenceClassification,
-    PerformerModel,
-)
-from .modeling.modeling_rotary_transformer import (
-    RotaryTransformerForCausalLM,
-    RotaryTransformerForMaskedLM,
-    RotaryTransformerForRetrieval,
-    RotaryTransformerForSequenceClassification,
-    RotaryTransformerModel,
-)
-from .modeling.modeling_s4 import (
-    S4ForCausalLM,
-    S4ForMaskedLM,
-    S4ForRetrieval,
-    S4ForSequenceClassification,
-    S4Model,
-)
-from .modeling.modeling_spade import (
-    SpadeForCausalLM,
-    SpadeForMaskedLM,
-    SpadeForRetrieval,
-    SpadeForSequenceClassification,
-    SpadeModel,
-)
+from .modeling.architectures import ARCHITECTURES, MODEL_TYPES, model_classes
 
 __version__ = "0.1.0"
 
-_AUTO_CLASSES = {
-    "Model": AutoModel,
-    "ForMaskedLM": AutoModelForMaskedLM,
-    "ForCausalLM": AutoModelForCausalLM,
-    "ForSequenceClassification": AutoModelForSequenceClassification,
-    "ForRetrieval": AutoModelForRetrieval,
-}
+_AUTO_CLASSES = {"AutoModelForRetrieval": AutoModelForRetrieval}  # the Auto classes transformers does not define
 
 
-def _register(config_cls, modeling_module) -> None:
-    """Register one architecture's config and heads with the Auto classes and for remote-code saving."""
-    prefix = config_cls.__name__.removesuffix("Config")
+def _register(config_cls, modeling_module) -> dict[str, type]:
+    """Register one architecture's config and heads with the Auto classes and for remote-code saving; returns its
+    public classes by name."""
     AutoConfig.register(config_cls.model_type, config_cls, exist_ok=True)
     config_cls.register_for_auto_class()
-    for suffix, auto_cls in _AUTO_CLASSES.items():
-        model_cls = getattr(modeling_module, prefix + suffix)
+    classes = {config_cls.__name__: config_cls}
+    for auto_name, model_cls in model_classes(config_cls, modeling_module).items():
+        auto_cls = _AUTO_CLASSES.get(auto_name) or getattr(transformers, auto_name)
         auto_cls.register(config_cls, model_cls, exist_ok=True)
         # What `register_for_auto_class` sets; it refuses Auto classes that transformers does not define.
-        model_cls._auto_class = auto_cls.__name__
+        model_cls._auto_class = auto_name
+        classes[model_cls.__name__] = model_cls
+    return classes
 
 
-_register(RotaryTransformerConfig, modeling_rotary_transformer)
-_register(S4Config, modeling_s4)
-_register(DLRConfig, modeling_dlr)
-_register(MegaConfig, modeling_mega)
-_register(SpadeConfig, modeling_spade)
-_register(LinformerConfig, modeling_linformer)
-_register(PerformerConfig, modeling_performer)
-_register(WrapperConfig, modeling_backbone)
+# Every architecture of modeling/architectures.py (the one list), registered and exported as `spt_hf.<Class>`.
+_EXPORTS = {}
+for _config_cls, _module in ARCHITECTURES:
+    _EXPORTS.update(_register(_config_cls, _module))
+globals().update(_EXPORTS)
 
-__all__ = [
-    "AutoModelForRetrieval",
-    "DLRConfig",
-    "DLRModel",
-    "DLRForMaskedLM",
-    "DLRForCausalLM",
-    "DLRForSequenceClassification",
-    "DLRForRetrieval",
-    "S4Config",
-    "S4Model",
-    "S4ForMaskedLM",
-    "S4ForCausalLM",
-    "S4ForSequenceClassification",
-    "S4ForRetrieval",
-    "RotaryTransformerConfig",
-    "RotaryTransformerModel",
-    "RotaryTransformerForMaskedLM",
-    "RotaryTransformerForCausalLM",
-    "RotaryTransformerForSequenceClassification",
-    "RotaryTransformerForRetrieval",
-    "MegaConfig",
-    "MegaModel",
-    "MegaForMaskedLM",
-    "MegaForCausalLM",
-    "MegaForSequenceClassification",
-    "MegaForRetrieval",
-    "SpadeConfig",
-    "SpadeModel",
-    "SpadeForMaskedLM",
-    "SpadeForCausalLM",
-    "SpadeForSequenceClassification",
-    "SpadeForRetrieval",
-    "LinformerConfig",
-    "LinformerModel",
-    "LinformerForMaskedLM",
-    "LinformerForCausalLM",
-    "LinformerForSequenceClassification",
-    "LinformerForRetrieval",
-    "PerformerConfig",
-    "PerformerModel",
-    "PerformerForMaskedLM",
-    "PerformerForCausalLM",
-    "PerformerForSequenceClassification",
-    "PerformerForRetrieval",
-    "WrapperConfig",
-    "WrapperModel",
-    "WrapperForMaskedLM",
-    "WrapperForCausalLM",
-    "WrapperForSequenceClassification",
-    "WrapperForRetrieval",
-]
+__all__ = ["AutoModelForRetrieval", "MODEL_TYPES", *_EXPORTS]

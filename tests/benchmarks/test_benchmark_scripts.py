@@ -191,3 +191,17 @@ def test_bench_models_times_spt_backbone_against_the_bare_transformers_model():
     (row,) = [row for row in rows if "model" in row]
     assert row["model"] == "llama (spt_backbone)" and row["reference"] == "llama (transformers AutoModel + head)"
     assert row["tokens_per_s"] > 0 and row["over_reference"] > 0
+
+
+def test_bench_models_times_every_registered_architecture():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import bench_models
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    from spt_hf.modeling.architectures import MODEL_TYPES
+
+    timed = {model_type for model_type, _ in bench_models.MODELS.values()}
+    if bench_models.BACKBONES:  # spt_backbone is timed around each of these transformers backbones
+        timed.add("spt_backbone")
+    assert timed == set(MODEL_TYPES), f"benchmarks/bench_models.py MODELS misses {sorted(set(MODEL_TYPES) - timed)}"

@@ -278,3 +278,31 @@ def test_a_field_changed_after_construction_is_checked_on_save_and_build(tmp_pat
     assert not (tmp_path / "config.json").exists()
     with pytest.raises(ValueError, match=message):
         AutoModel.from_config(config)
+
+
+def test_the_architecture_list_is_what_is_registered_exported_and_accepted():
+    """modeling/architectures.py is the one list: every entry is registered with each Auto class, exported, accepted as
+    a recipe's `model_type`, and has a tiny config in tests/helpers.py (which every shared test runs)."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    import spt_hf
+    from spt_hf.modeling.architectures import ARCHITECTURES, MODEL_TYPES
+    from spt_hf.modeling.modeling_sequence import AUTO_CLASS_SUFFIXES
+    from spt_hf.training.arguments import SPT_MODEL_TYPES
+
+    assert set(AUTO_CLASS_SUFFIXES) | {"AutoConfig"} == ALL_AUTO_CLASSES
+    assert len(set(MODEL_TYPES)) == len(MODEL_TYPES) == len(ARCHITECTURES)
+    assert SPT_MODEL_TYPES == MODEL_TYPES
+    for config_cls, module in ARCHITECTURES:
+        assert CONFIG_MAPPING[config_cls.model_type] is config_cls
+        assert getattr(spt_hf, config_cls.__name__) is config_cls
+        prefix = config_cls.__name__.removesuffix("Config")
+        for auto_name, suffix in AUTO_CLASS_SUFFIXES.items():
+            auto_cls = getattr(spt_hf, auto_name, None) or getattr(transformers, auto_name)
+            model_cls = getattr(module, prefix + suffix)
+            assert auto_cls._model_mapping[config_cls] is model_cls
+            assert getattr(spt_hf, model_cls.__name__) is model_cls
+            assert model_cls.__name__ in spt_hf.__all__
+    missing = set(MODEL_TYPES) - {entry[1] for entry in TINY_CONFIGS}
+    assert not missing, f"registered architectures without a TINY_CONFIGS entry in tests/helpers.py: {sorted(missing)}"

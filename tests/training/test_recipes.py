@@ -95,6 +95,15 @@ def skip_unregistered(values: dict) -> None:
         pytest.skip(f"model_type {model_type!r} is not registered with transformers' Auto classes yet (spt_hf).")
 
 
+def test_every_registered_architecture_has_recipes():
+    from spt_hf.modeling.architectures import MODEL_TYPES as REGISTERED
+
+    assert set(MODEL_TYPES.values()) == set(REGISTERED)  # MODEL_TYPES above names each architecture's recipe stem
+    in_cpu = {yaml.safe_load(p.read_text()).get("model_type") for p in CPU if p.stem.endswith("-spt")}
+    missing = set(REGISTERED) - in_cpu
+    assert not missing, f"registered architectures without a recipes/cpu/ SPT recipe: {sorted(missing)}"
+
+
 def test_recipes_are_found():
     assert SPT and FINETUNE and CPU and PAPER
     assert len(SPT) + len(FINETUNE) == len(ALL), "every recipe is named <name>-spt.yaml or <name>-finetune.yaml"

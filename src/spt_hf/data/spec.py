@@ -18,11 +18,11 @@ from typing import Any, ClassVar
 import datasets
 import numpy as np
 
+from ..modeling.configuration_sequence import POOLING_MODES
 from .vocab import Vocabulary, special_token_ids
 
 INPUT_KINDS = ("tokens", "continuous")
 PROBLEM_TYPES = ("single_label_classification", "regression")
-POOLINGS = ("mean", "last", "max", "first")
 SPT_TARGETS = ("tokens", "values", "levels")
 STORAGE_DTYPES = ("float32", "uint8")
 # options of ``load_task`` that are not task options (``get_task_spec`` accepts and ignores them)
@@ -151,7 +151,7 @@ class TaskSpec:
         checks = [
             ("input_kind", INPUT_KINDS),
             ("problem_type", PROBLEM_TYPES),
-            ("pooling", POOLINGS),
+            ("pooling", POOLING_MODES),
             ("spt_target", SPT_TARGETS),
             ("storage_dtype", STORAGE_DTYPES),
         ]

@@ -19,7 +19,7 @@ from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast, MaskedLMOutput, SequenceClassifierOutput
 from transformers.utils import can_return_tuple
 
-from .configuration_sequence import SequenceModelConfig
+from .configuration_sequence import POOLING_MODES, SequenceModelConfig
 
 # Where an LM head's weight is tied to the input embedding when `config.tie_word_embeddings` (token inputs).
 TIED_LM_HEAD = {"lm_head.weight": "model.embeddings.word_embeddings.weight"}
@@ -42,7 +42,7 @@ def pool_hidden_states(hidden_states: torch.Tensor, padding_mask: torch.Tensor |
     elif mode == "first":
         index = torch.where(mask, positions, length).amin(1).clamp(max=length - 1)  # first real position
     else:
-        raise ValueError(f"Unknown pooling {mode!r}; expected one of ['mean', 'last', 'max', 'first'].")
+        raise ValueError(f"Unknown pooling {mode!r}; expected one of {list(POOLING_MODES)}.")
     return hidden_states[torch.arange(batch, device=hidden_states.device), index]  # (B, H)
 
 

@@ -22,17 +22,9 @@ import yaml
 from transformers import HfArgumentParser, TrainingArguments
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
+from ..modeling.architectures import MODEL_TYPES as SPT_MODEL_TYPES  # the registered architectures
+
 OBJECTIVES = ("masked", "causal")
-SPT_MODEL_TYPES = (
-    "spt_s4",
-    "spt_dlr",
-    "spt_rotary_transformer",
-    "spt_mega",
-    "spt_spade",
-    "spt_linformer",
-    "spt_performer",
-    "spt_backbone",
-)
 PHASES = ("spt", "finetune", "scratch")
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 # Config fields that belong to a phase (heads, objectives), not to the architecture shared by both phases.
