@@ -1,4 +1,9 @@
-"""Checkpoint checks used between the SPT and finetuning phases, and the atomic file writes every phase uses."""
+"""Checkpoint checks used between the SPT and finetuning phases, and the atomic file writes every phase uses.
+
+The checks of a folder's own files that loading runs (`check_local_checkpoint`, `read_safetensors_header`) are
+defined in modeling/checkpoint_files.py, because checkpoints loaded as remote code run them without spt_hf; they are
+re-exported here.
+"""
 
 import hashlib
 import json
@@ -10,6 +15,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 from torch import nn
+
+from .modeling.checkpoint_files import check_local_checkpoint as check_local_checkpoint  # re-exported
+from .modeling.checkpoint_files import read_safetensors_header as read_safetensors_header  # re-exported
 
 
 def load_checkpoint_tensors(checkpoint_dir: str | Path) -> dict[str, torch.Tensor]:
