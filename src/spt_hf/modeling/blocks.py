@@ -1,7 +1,8 @@
 """Building blocks shared by every spt_hf architecture: input embedding, padding-aware norms, the residual block.
 
-The residual block does not know which sequence mixer it wraps (as in Mamba's block): S4, DLR and the Transformer
-inject their mixers, so everything outside the mixer is identical across architectures.
+The residual block does not know which sequence mixer it wraps (as in Mamba's block): every architecture (S4, DLR, the
+Transformer, MEGA, SPADE, Linformer, Performer) injects its mixers, so everything outside the mixer is identical
+across architectures.
 """
 
 import torch

@@ -1,6 +1,7 @@
 """Fields shared by every spt_hf architecture: input kind, residual blocks, heads and SPT objectives.
 
-S4, DLR and the rotary Transformer differ only in their sequence mixer; everything a head, a block or an
+The architectures (S4, DLR, the rotary Transformer, MEGA, SPADE, Linformer, Performer) differ only in their
+sequence mixers, and spt_backbone only in the transformers layers it wraps; everything a head, a block or an
 objective needs is declared here once, validated once, and saved with each checkpoint.
 """
 

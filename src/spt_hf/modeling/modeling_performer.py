@@ -10,9 +10,11 @@ O(L m d) time and memory. The causal form replaces φ(K)ᵀ V by prefix sums ove
 quadratic products inside blocks of `CAUSAL_BLOCK` positions, running sums across them).
 
 Stabilisation: the exponents are shifted by ±|w_i|²/4 (keys: -, queries: +), which cancels in φ(q)·φ(k) and bounds
-every key exponent by |w_i|²/4, and each query by the maximum over its own features (cancels in D⁻¹). Unlike the
-reference codes' maximum over all keys, nothing couples positions: causal outputs never depend on later keys, padded
-keys (zeroed) change nothing, and the recurrent `step` equals `forward`. Features run in float32, autocast disabled.
+every key exponent by |w_i|²/4, and each query by the maximum over its own features (cancels in D⁻¹). The reference
+codes instead subtract the key exponents' maximum over each sequence and head (features and positions), which with
+their eps couples every output to every key of its sequence; here nothing couples positions: causal outputs never
+depend on later keys, padded keys (zeroed) change nothing, and the recurrent `step` equals `forward`. Features run in
+float32, autocast disabled.
 
 The features W of each layer are a saved buffer drawn from a saved per-layer seed; in training the backbone redraws
 them every `feature_redraw_interval` forward passes (draw k of each seed), so runs and reloads are deterministic.
