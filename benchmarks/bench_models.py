@@ -38,7 +38,7 @@ MODELS = {
     "s4": ("spt_s4", {"kernel": "nplr", "state_size": 64}),
     "s4d": ("spt_s4", {"kernel": "diag", "state_size": 64}),
     "dlr": ("spt_dlr", {"state_size": 1024}),
-    "mega": ("spt_mega", {"chunk_size": -1}),
+    "mega": ("spt_mega", {"chunk_size": None}),
     "mega-chunk": ("spt_mega", {"chunk_size": 128}),
     "spade": ("spt_spade", {"num_attention_heads": 4, "attention_window": 128}),
     "linformer": ("spt_linformer", {"num_attention_heads": 4, "projected_length": 256}),

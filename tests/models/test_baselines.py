@@ -194,6 +194,33 @@ def test_mega_refuses_inputs_longer_than_its_relative_positions_without_chunking
     assert chunked(input_ids=torch.randint(4, 20, (1, 40))).last_hidden_state.shape == (1, 40, 16)
 
 
+def test_mega_reads_the_old_chunk_size_minus_one_as_none(tmp_path):
+    """ "No chunking" is `chunk_size=None`; configs saved with MEGA's -1 and recipes that say -1 load as None and give
+    the same outputs, in full and in recurrent generation."""
+    from spt_hf.training import load_recipe
+    from spt_hf.training.arguments import RECIPES_DIR
+
+    assert AutoConfig.for_model("spt_mega", **MEGA).chunk_size is None
+    assert AutoConfig.for_model("spt_mega", **MEGA, chunk_size=-1).chunk_size is None
+    assert AutoConfig.for_model("spt_mega", **MEGA, chunk_size=8).chunk_size == 8
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model("spt_mega", **MEGA, bidirectional=False)).eval()
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["chunk_size"] is None
+    (tmp_path / "config.json").write_text(json.dumps({**saved, "chunk_size": -1}))  # as configs saved before
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    assert loaded.config.chunk_size is None
+    ids = torch.randint(4, 20, (2, 12))
+    torch.testing.assert_close(loaded(input_ids=ids).logits, model(input_ids=ids).logits, rtol=0, atol=0)
+    greedy = {"max_new_tokens": 5, "do_sample": False, "pad_token_id": 0}
+    assert torch.equal(loaded.generate(ids[:1, :4], **greedy), model.generate(ids[:1, :4], **greedy))
+    recipe = load_recipe(RECIPES_DIR / "cpu" / "digits-mega-spt.yaml")
+    assert recipe.to_dict()["model_config"]["chunk_size"] == -1  # the recipe (and so its fingerprint) is unchanged
+    # what pipeline.model_config builds from it (with the task's vocabulary)
+    assert AutoConfig.for_model("spt_mega", vocab_size=20, **recipe.model_config).chunk_size is None
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Linformer
 # --------------------------------------------------------------------------------------------------------------
@@ -695,7 +722,7 @@ def test_resuming_a_phase_from_a_checkpoint_of_the_old_form_is_refused_naming_th
 @pytest.mark.parametrize(
     "model_type, overrides, message",
     [
-        ("spt_mega", {"chunk_size": 0}, "`chunk_size` must be -1 .* or a positive integer"),
+        ("spt_mega", {"chunk_size": 0}, "`chunk_size` must be None .* or a positive integer"),
         ("spt_mega", {"attention_activation": "gelu"}, "`attention_activation`='gelu' is not supported"),
         ("spt_spade", {"attention_window": None}, "`attention_window` must be a positive block size"),
         ("spt_spade", {"kernel": "dplr"}, "`kernel`='dplr' is not supported"),

@@ -23,9 +23,10 @@ class MegaConfig(SequenceModelConfig):
             Width of the values and of the reset gate (MEGA's `hidden_dim`, usually 2 D).
         nffn_hidden_size (`int`, *optional*, defaults to 256):
             Width of the normalised feed-forward block (MEGA's `ffn_hidden_dim`; the LRA runs use `hidden_dim`).
-        chunk_size (`int`, *optional*, defaults to -1):
+        chunk_size (`int`, *optional*):
             Attention within chunks of this many positions (MEGA-chunk, linear in the length; the EMA still spans
-            the whole sequence). `-1`: no chunking, full attention.
+            the whole sequence). `None`: no chunking, full attention (as transformers' `sliding_window=None`; the
+            `-1` of MEGA's code and of configs saved before is read as `None`).
         attention_activation (`str`, *optional*, defaults to `"softmax"`):
             `"softmax"` (scaled by z^-1/2), or MEGA's element-wise `"laplace"` or `"relu2"` on scores divided by the
             number of visible keys (the LRA image tasks use `"laplace"`).
@@ -51,10 +52,15 @@ class MegaConfig(SequenceModelConfig):
     shared_representation_size: int = 64
     intermediate_size: int = 256
     nffn_hidden_size: int = 256
-    chunk_size: int = -1
+    chunk_size: int | None = None
     attention_activation: str = "softmax"
     attention_dropout: float = 0.0
     max_position_embeddings: int = 1024
+
+    def __post_init__(self, **kwargs):
+        if self.chunk_size == -1 and not isinstance(self.chunk_size, bool):  # MEGA's and older configs' "no chunking"
+            self.chunk_size = None
+        super().__post_init__(**kwargs)
 
     def validate_mega_fields(self) -> None:
         check_positive_int(
@@ -66,8 +72,8 @@ class MegaConfig(SequenceModelConfig):
             "max_position_embeddings",
         )
         chunk = self.chunk_size
-        if not isinstance(chunk, int) or isinstance(chunk, bool) or (chunk != -1 and chunk <= 0):
-            raise ValueError(f"`chunk_size` must be -1 (no chunking) or a positive integer, got {self.chunk_size!r}.")
+        if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool) or chunk <= 0):
+            raise ValueError(f"`chunk_size` must be None (no chunking) or a positive integer, got {self.chunk_size!r}.")
         check_choice("attention_activation", self.attention_activation, MEGA_ATTENTION_ACTIVATIONS)
         if not 0.0 <= self.attention_dropout < 1.0:
             raise ValueError(f"`attention_dropout` must be in [0, 1), got {self.attention_dropout}.")
@@ -75,7 +81,7 @@ class MegaConfig(SequenceModelConfig):
     @property
     def relative_positions(self) -> int:
         """How many offsets the relative position bias covers: the chunk size, or the longest input."""
-        return self.chunk_size if self.chunk_size > 0 else self.max_position_embeddings
+        return self.max_position_embeddings if self.chunk_size is None else self.chunk_size
 
 
 __all__ = ["MegaConfig"]

@@ -182,7 +182,7 @@ class MegaMixer(nn.Module):
         return element_attention_weights(scores, visible, self.config.attention_activation)
 
     def _chunk_length(self, length: int) -> int:
-        chunk = length if self.config.chunk_size <= 0 else min(self.config.chunk_size, length)
+        chunk = length if self.config.chunk_size is None else min(self.config.chunk_size, length)
         if chunk > self.config.relative_positions:
             raise ValueError(
                 f"MEGA without chunking attends over the whole input: length {length} exceeds "
@@ -257,7 +257,7 @@ class MegaMixer(nn.Module):
         residual = hidden_state if residual is None else residual
         ema, keys, values, real = state.tensors
         chunk = self.config.chunk_size
-        if chunk > 0 and position % chunk == 0:  # a new chunk: earlier keys are no longer visible
+        if chunk is not None and position % chunk == 0:  # a new chunk: earlier keys are no longer visible
             keys, values, real = keys[:, :0], values[:, :0], real[:, :0]
         mx, ema = self.ema.step(hidden_state, ema)  # (B, H), (B, H, h)
         u, z, r, hx = self._project(mx)
