@@ -191,3 +191,17 @@ def test_bench_models_times_spt_backbone_against_the_bare_transformers_model():
     (row,) = [row for row in rows if "model" in row]
     assert row["model"] == "llama (spt_backbone)" and row["reference"] == "llama (transformers AutoModel + head)"
     assert row["tokens_per_s"] > 0 and row["over_reference"] > 0
+
+
+def test_bench_models_times_mambas_parallel_scan_against_its_loop():
+    pytest.importorskip("mambapy")
+    lengths = ["16", "32"]
+    rows = run_script(
+        "bench_models.py",
+        *("--models", "mamba", "--d", "16", "--lengths", *lengths, "--layers", "1", "--batch", "1"),
+        *("--repeats", "1", "--no-memory"),
+    )
+    scans = [row for row in rows if row.get("model") == "mamba (spt_backbone)"]
+    loops = [row for row in rows if row.get("model") == "mamba (spt_backbone, use_mambapy=False)"]
+    assert [row["L"] for row in scans] == [int(n) for n in lengths] and len(loops) == len(lengths)
+    assert all(row["over_loop"] > 0 and row["loop_median_s"] > 0 for row in scans)
