@@ -97,10 +97,10 @@ class SPTBackboneConfig(SequenceModelConfig):
         backbone_config (`dict` or `PretrainedConfig`):
             The backbone, as a transformers config or a dict with its `model_type`, e.g.
             `{"model_type": "mamba", "hidden_size": 64, "num_hidden_layers": 2, "state_size": 16}`. Saved as a nested
-            config. Switches of a faster exact path that the dict leaves unset are turned on (`use_mambapy: true` for
-            Mamba, FalconMamba and Jamba: the parallel scan of the `mambapy` package when the CUDA kernels are not
-            installed; see `fast_path_defaults`), as they are for a `backbone_name_or_path` config that does not save
-            them; a PretrainedConfig is taken as it is. Optional when `backbone_name_or_path` is set (its config is read once and saved here). Its own
+            config. Optional when `backbone_name_or_path` is set (its config is read once and saved here). Switches
+            of a faster exact path that the dict (or the checkpoint's config file) leaves unset are turned on
+            (`use_mambapy: true` for Mamba, FalconMamba and Jamba: the parallel scan of the `mambapy` package when
+            the CUDA kernels are not installed; see `fast_path_defaults`); a PretrainedConfig is taken as it is. Its own
             dropout, attention and position settings are the backbone's fields; spt_hf's `hidden_dropout_prob` and
             `prenorm` (of spt_hf's residual blocks) do not apply and must stay 0.0 / True.
         backbone_name_or_path (`str`, *optional*):
