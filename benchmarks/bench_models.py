@@ -212,10 +212,10 @@ def memory_probe(argv: list[str]) -> None:
         print(f"PEAK {(status_mib('VmHWM') - before) / 1024:.3f}")
 
 
-def compare(steps: dict, tokens: int, repeats: int) -> dict[str, dict]:
+def compare(steps: dict, tokens: int, repeats: int, warmup: int = 2) -> dict[str, dict]:
     """Interleaved timing of every step function; tokens/s of each and, when there is a "reference", each one's
     speed relative to it (ratio of medians and median of the per-round ratios)."""
-    times = interleaved(steps, repeats)
+    times = interleaved(steps, repeats, warmup)
     medians = {name: statistics.median(t) for name, t in times.items()}
     rows = {
         name: {"tokens_per_s": round(tokens / medians[name]), "median_s": round(medians[name], 4)} for name in steps
@@ -253,6 +253,8 @@ def main() -> None:
     )
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2, help="untimed rounds before the timed ones")
+    parser.add_argument("--threads", type=int, default=2, help="intra-op CPU threads")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", default="fp32", choices=list(DTYPES))
     parser.add_argument("--no-memory", action="store_true", help="skip the per-configuration memory processes")
@@ -264,9 +266,10 @@ def main() -> None:
         return
     if args.quick:
         args.d, args.lengths, args.layers, args.repeats = [128], [1024, 4096], [2], 3
-    torch.set_num_threads(2) if args.device == "cpu" else None
+    torch.set_num_threads(args.threads) if args.device == "cpu" else None
     device, dtype = torch.device(args.device), DTYPES[args.dtype]
-    print(json.dumps({"torch": torch.__version__, "device": args.device, "dtype": args.dtype, "batch": args.batch}))
+    run = {"torch": torch.__version__, "device": args.device, "dtype": args.dtype, "batch": args.batch}
+    print(json.dumps({**run, "threads": torch.get_num_threads()}))
     rows = []
     for d in args.d:
         for length in args.lengths:
@@ -362,7 +365,7 @@ def bench_one_shape(args, d: int, length: int, layers: int, device, dtype) -> li
             if layers <= args.full_attention_max_layers:
                 steps["reference"] = model_step(name, None, False)
                 probes["reference"], labels["reference"] = "transformer", "full SDPA attention"
-        timing = compare(steps, tokens, args.repeats)
+        timing = compare(steps, tokens, args.repeats, args.warmup)
         peaks = {}
         if not args.no_memory:
             for key, kind in probes.items():

@@ -73,9 +73,9 @@ def run_graph(jobs: list[PhaseJob], start: Callable[[PhaseJob], Future], paralle
 
 
 def run_local(jobs, on_event: Event, parallel: int = 1, accelerate_config: str | None = None) -> dict:
-    """Subprocesses, `parallel` at once, sharing the CPU cores (OMP_NUM_THREADS, unless set); on a machine with GPUs
-    each running phase gets its own GPU (CUDA_VISIBLE_DEVICES), unless every phase runs under `accelerate launch` on
-    all of them."""
+    """Subprocesses, `parallel` at once, sharing the CPU cores (OMP_NUM_THREADS and OMP_WAIT_POLICY=PASSIVE, unless
+    set); on a machine with GPUs each running phase gets its own GPU (CUDA_VISIBLE_DEVICES), unless every phase runs
+    under `accelerate launch` on all of them."""
     gpus = _gpu_ids() if accelerate_config is None else []
     if gpus:
         parallel = min(parallel, len(gpus))
@@ -84,6 +84,9 @@ def run_local(jobs, on_event: Event, parallel: int = 1, accelerate_config: str |
     threads = (
         {} if "OMP_NUM_THREADS" in os.environ else {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // parallel))}
     )
+    # Idle OpenMP threads sleep instead of spinning: when other work shares the cores, spinning threads wait for a
+    # descheduled sibling at every parallel region (benchmarks/bench_threads.py: ~25x slower steps on 2 busy cores).
+    threads |= {} if "OMP_WAIT_POLICY" in os.environ else {"OMP_WAIT_POLICY": "PASSIVE"}
 
     def run(job: PhaseJob) -> int:
         with lock:
