@@ -11,6 +11,9 @@ which path ran.
 """
 
 import difflib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
@@ -25,6 +28,31 @@ BACKBONE_INPUTS = ("embeddings", "tokenizer")
 REVERSE_WEIGHTS = ("separate", "shared")
 
 logger = logging.get_logger(__name__)
+
+
+@contextmanager
+def backbone_checkpoint(name: str) -> Iterator[None]:
+    """Around a load of `backbone_name_or_path` (its config, tokenizer or weights): a Hub id that cannot be fetched
+    (offline and not in the Hugging Face cache, no connection, no such repository) raises one FileNotFoundError that
+    names the checkpoint and the two ways to provide it, instead of transformers' "Check your internet connection".
+    Errors about an existing local folder are transformers' own (they name the missing file)."""
+    try:
+        yield
+    except OSError as error:
+        if Path(name).expanduser().is_dir():
+            raise
+        from huggingface_hub import constants
+
+        why = (
+            "HF_HUB_OFFLINE=1 and it is not in the Hugging Face cache"
+            if constants.HF_HUB_OFFLINE
+            else f"it is not in the Hugging Face cache and the Hub did not provide it ({str(error).splitlines()[0]})"
+        )
+        raise FileNotFoundError(
+            f"The backbone checkpoint `backbone_name_or_path: {name}` cannot be loaded: {why}. Provide it in the "
+            f"cache (run once with network access, or `hf download {name}`; cache: {constants.HF_HUB_CACHE}), or "
+            f"as a local folder (`hf download {name} --local-dir DIR`, then `--backbone_name_or_path DIR`)."
+        ) from None
 
 
 def backbone_direction(backbone_config: PreTrainedConfig) -> tuple[str, bool]:
@@ -86,9 +114,9 @@ def fast_path_defaults(config_cls: type[PreTrainedConfig], values: dict) -> dict
     return values
 
 
-class SPTBackboneConfig(SequenceModelConfig):
+class WrapperConfig(SequenceModelConfig):
     r"""
-    Configuration of [`SPTBackboneModel`] and its heads: a transformers backbone (any in-tree text encoder or decoder)
+    Configuration of [`WrapperModel`] and its heads: a transformers backbone (any in-tree text encoder or decoder)
     fed by spt_hf's embedding through `inputs_embeds`, followed by spt_hf's final norm and heads. The shared fields
     (inputs, `norm_type` of the final norm, pooling, heads, SPT losses) are documented in `SequenceModelConfig`;
     `hidden_size` and `num_hidden_layers` are the backbone's (given values must agree with it).
@@ -142,7 +170,8 @@ class SPTBackboneConfig(SequenceModelConfig):
                 "64, num_hidden_layers: 2}, or a PretrainedConfig) or `backbone_name_or_path` (a checkpoint)."
             )
         if self.backbone_config is None:
-            self.backbone_config = AutoConfig.from_pretrained(self.backbone_name_or_path)
+            with backbone_checkpoint(self.backbone_name_or_path):
+                self.backbone_config = AutoConfig.from_pretrained(self.backbone_name_or_path)
             saved = PreTrainedConfig.get_config_dict(self.backbone_name_or_path)[0]  # the checkpoint's own values
             for name, value in fast_path_defaults(type(self.backbone_config), saved).items():
                 if name not in saved and name in type(self.backbone_config).default_config_fields():
@@ -163,7 +192,6 @@ class SPTBackboneConfig(SequenceModelConfig):
             self._take_backbone_vocabulary()
         self._derive_sizes()
         super().__post_init__(**kwargs)
-        self.validate_backbone_fields()
 
     def _backbone_value(self, name: str):
         return getattr(self.backbone_config, name, None)
@@ -190,6 +218,8 @@ class SPTBackboneConfig(SequenceModelConfig):
 
     def validate_backbone_fields(self) -> None:
         """Checks that need the built backbone config: direction, inputs, fields that do not apply."""
+        check_choice("backbone_input", self.backbone_input, BACKBONE_INPUTS)
+        check_choice("reverse_weights", self.reverse_weights, REVERSE_WEIGHTS)
         kind, has_causal_mode = backbone_direction(self.backbone_config)
         if not self.bidirectional and not has_causal_mode:
             raise ValueError(
@@ -220,4 +250,7 @@ class SPTBackboneConfig(SequenceModelConfig):
         return backbone_direction(self.backbone_config)[0]
 
 
-__all__ = ["SPTBackboneConfig", "backbone_direction", "fast_path_defaults"]
+__all__ = ["WrapperConfig", "backbone_checkpoint", "backbone_direction", "fast_path_defaults"]
+
+
+SPTBackboneConfig = WrapperConfig  # loading alias: checkpoints saved before the rename name it in `auto_map`

@@ -4,6 +4,8 @@ S4, DLR and the rotary Transformer differ only in their sequence mixer; everythi
 objective needs is declared here once, validated once, and saved with each checkpoint.
 """
 
+import functools
+
 from transformers import PreTrainedConfig
 
 POOLING_MODES = ("mean", "last", "max", "first")
@@ -42,6 +44,27 @@ def check_ssm_learning_rate(config: PreTrainedConfig) -> None:
     """`ssm_learning_rate` is None (the global learning rate) or a positive number."""
     if config.ssm_learning_rate is not None and not config.ssm_learning_rate > 0:
         raise ValueError(f"`ssm_learning_rate` must be None or > 0, got {config.ssm_learning_rate!r}.")
+
+
+def with_saved_defaults(config_dict: dict, saved_defaults: dict) -> dict:
+    """`config_dict` with `saved_defaults` filled in for the fields it lacks, if it is a saved config.
+
+    A field added to change an architecture's default arithmetic must not change checkpoints saved before it existed:
+    their config.json lacks the field, and they must load with the value they were trained with (`saved_defaults`),
+    not the new default. A saved config is recognised by the `transformers_version` that `to_dict` always writes;
+    other dicts (a recipe's fields, a hand-written dict) get the class defaults.
+    """
+    if "transformers_version" not in config_dict:
+        return config_dict
+    return {**{name: value for name, value in saved_defaults.items() if name not in config_dict}, **config_dict}
+
+
+def check_bool(config: PreTrainedConfig, *names: str) -> None:
+    """Raise a ValueError naming the first field that is not True or False."""
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, bool):
+            raise ValueError(f"`{name}` must be True or False, got {value!r}.")
 
 
 class SequenceModelConfig(PreTrainedConfig):
@@ -113,9 +136,31 @@ class SequenceModelConfig(PreTrainedConfig):
     # property, not a field: Linformer's projection along the sequence mixes every position and has none.
     has_causal_form = True
 
-    def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
-        self.validate_sequence_fields()
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)  # makes `cls` a dataclass with its own `__init__`
+        built_init = cls.__init__
+
+        @functools.wraps(built_init)
+        def __init__(self, *args, **init_kwargs):
+            built_init(self, *args, **init_kwargs)
+            if type(self) is cls:  # once, after the whole `__init__` (and `__post_init__`) of the class built
+                self.validate()
+
+        cls.__init__ = __init__
+
+    def validate(self) -> None:
+        """Every check of the config: transformers' own, then each `validate_*` method of the spt_hf config classes
+        (base class first), as `@strict` collects them for transformers' configs. It runs after `__init__`, in
+        `save_pretrained` (transformers calls `validate()` before writing config.json) and when a model is built, so a
+        field changed after construction cannot be saved or built unchecked; each raises a ValueError naming the
+        field."""
+        super().validate()
+        names = {}
+        for klass in reversed(type(self).__mro__):
+            if isinstance(klass, type) and issubclass(klass, SequenceModelConfig):
+                names.update(dict.fromkeys(name for name in vars(klass) if name.startswith("validate_")))
+        for name in names:
+            getattr(self, name)()
 
     @property
     def is_token_input(self) -> bool:
@@ -154,4 +199,12 @@ class SequenceModelConfig(PreTrainedConfig):
                     raise ValueError(f"`{name}`={value} is outside the vocabulary [0, {self.vocab_size}).")
 
 
-__all__ = ["SequenceModelConfig", "check_choice", "check_positive_int", "check_ssm_learning_rate", "check_time_steps"]
+__all__ = [
+    "SequenceModelConfig",
+    "check_bool",
+    "check_choice",
+    "check_positive_int",
+    "check_ssm_learning_rate",
+    "check_time_steps",
+    "with_saved_defaults",
+]
