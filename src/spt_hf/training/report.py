@@ -46,6 +46,8 @@ class Run:
     spt_steps: int
     path: str
     curve: list[tuple[int, float]] = field(default_factory=list)
+    flops: float | None = None  # the phase's training FLOPs (results.json `compute`); SPT side: SPT + finetuning
+    wall_s: float | None = None  # the phase's wall time; SPT side: SPT + finetuning
 
 
 @dataclass
@@ -122,6 +124,12 @@ def _spt_results(result: dict) -> dict | None:
     return json.loads(path.read_text()) if source and path.is_file() else None
 
 
+def _summed(result: dict, spt: dict | None, value) -> float | None:
+    """A cost of the phase, plus its SPT phase's when it started from one; None when a phase did not record it."""
+    values = [value(r) for r in (result, spt) if r is not None]
+    return None if any(v is None for v in values) else float(sum(values))
+
+
 def comparison_rows(results: list[dict]) -> list[Row]:
     """Group finetuning results into rows (see the module docstring)."""
     groups: dict[tuple, dict] = {}
@@ -144,6 +152,8 @@ def comparison_rows(results: list[dict]) -> list[Row]:
             spt_steps=spt["budget"]["steps"] if spt else 0,
             path=str(Path(result["_path"]).parent),
             curve=learning_curve(result, f"eval_{name}"),
+            flops=_summed(result, spt, lambda r: (r.get("compute") or {}).get("flops")),
+            wall_s=_summed(result, spt, lambda r: (r.get("budget") or {}).get("wall_time_s")),
         )
         group["spt"][spt_key].append(run)
     return _split_variants(groups)
@@ -213,23 +223,145 @@ def _budget(runs: list[Run], spt: bool) -> str:
     return text
 
 
+def _cost(runs: list[Run], spt: bool) -> str:
+    """Steps · FLOPs · wall time of one side (means over its runs; the SPT side sums both phases)."""
+    if not runs:
+        return "—"
+    flops = [r.flops for r in runs]
+    walls = [r.wall_s for r in runs]
+    flop_text = "— FLOPs" if None in flops else f"{np.mean(flops):.3g} FLOPs".replace("e+", "e")
+    return f"{_budget(runs, spt)} steps · {flop_text} · {_duration(None if None in walls else np.mean(walls))}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "— s"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.2f} h"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Is the difference real? Paired differences over seeds
+# ----------------------------------------------------------------------------------------------------------------
+
+MIN_PAIRS = 3  # below this, no interval and no test: "n too small"
+ALPHA = 0.05
+
+
+@dataclass
+class Paired:
+    """a − b over the seeds both sides have: the mean difference, its 95% t-interval, the paired t-test's and the
+    exact sign-flip test's two-sided p-values; `unpaired` lists the seeds only one side has (left out)."""
+
+    n: int
+    mean: float | None = None
+    low: float | None = None
+    high: float | None = None
+    p_t: float | None = None
+    p_sign: float | None = None
+    unpaired: dict = field(default_factory=dict)
+
+    @property
+    def significant(self) -> bool:
+        return self.p_t is not None and self.p_t < ALPHA
+
+
+def by_seed(runs: list[Run], scale: float) -> dict[int, float]:
+    """Test metric per seed (runs of one seed on one side, e.g. the same scratch run in two folders, averaged)."""
+    values = defaultdict(list)
+    for run in runs:
+        if run.seed is not None and run.test is not None:
+            values[run.seed].append(run.test * scale)
+    return {seed: float(np.mean(v)) for seed, v in values.items()}
+
+
+def paired_difference(a: dict[int, float], b: dict[int, float]) -> Paired:
+    """Paired comparison of two sides given per seed (see `Paired`); same seed, same training subset, data order and
+    SPT masks (docs/compare.md)."""
+    seeds = sorted(set(a) & set(b))
+    unpaired = {side: sorted(set(x) - set(seeds)) for side, x in (("a", a), ("b", b)) if set(x) - set(seeds)}
+    result = Paired(n=len(seeds), unpaired=unpaired)
+    d = np.array([a[s] - b[s] for s in seeds])  # (n,)
+    result.mean = float(d.mean()) if seeds else None
+    if result.n < MIN_PAIRS:
+        return result
+    from scipy import stats
+
+    se = float(d.std(ddof=1)) / np.sqrt(len(d))
+    if se == 0:  # every seed differs by the same amount: no spread to test against
+        result.low = result.high = result.mean
+        result.p_t = 0.0 if result.mean != 0 else 1.0
+    else:
+        half = float(stats.t.ppf(1 - ALPHA / 2, len(d) - 1)) * se
+        result.low, result.high = result.mean - half, result.mean + half
+        result.p_t = float(2 * stats.t.sf(abs(result.mean) / se, len(d) - 1))
+    result.p_sign = sign_flip_p(d)
+    return result
+
+
+def sign_flip_p(d: np.ndarray) -> float:
+    """Exact two-sided sign-flip (paired permutation) test of mean(d) = 0: the share of the 2^n sign assignments
+    whose |mean| is at least the observed one. Its smallest value is 2/2^n (0.25 for 3 seeds, 0.0625 for 5)."""
+    n = len(d)
+    signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)  # (2^n, n) of ±1
+    means = np.abs(signs @ d) / n  # (2^n,)
+    observed = abs(d.mean())
+    return float(np.mean(means >= observed - 1e-12 * max(1.0, observed)))
+
+
+def _interval(paired: Paired) -> str:
+    if paired.low is None:
+        return f"n too small (n={paired.n})"
+    return f"[{paired.low:+.1f}, {paired.high:+.1f}] (n={paired.n})"
+
+
+def _p(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.2g}"  # two significant digits: 0.25, 0.031, 0.00093
+
+
+def _difference(paired: Paired, unpaired_mean: float, scale: float) -> str:
+    """The mean paired difference (the centre of its interval), or, without a common seed, the difference of the
+    sides' means; `*` when significant."""
+    value = paired.mean if paired.mean is not None else unpaired_mean * scale
+    return f"{value:+.1f}" + (" *" if paired.significant else "")
+
+
 def markdown_table(rows: list[Row]) -> str:
-    """Per task and architecture: scratch, SPT + finetune, the gain, and each side's steps."""
+    """Per task and architecture: scratch, SPT + finetune, the gain with its paired 95% interval and tests over
+    seeds, and what each side cost."""
     lines = [
-        "| task | architecture | variant | metric | scratch | scratch steps | SPT + finetune | SPT + finetune steps "
-        "| SPT − scratch |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| task | architecture | variant | metric | scratch | SPT + finetune | SPT − scratch | 95% CI (paired) "
+        "| p (paired t) | p (sign-flip) | scratch cost | SPT + finetune cost |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         scale = _scale(row.metric)
         scratch, spt = [r.test for r in row.side("scratch")], [r.test for r in row.side("spt")]
-        gain = f"{(np.mean(spt) - np.mean(scratch)) * scale:+.1f}" if scratch and spt else "—"
+        paired = paired_difference(by_seed(row.side("spt"), scale), by_seed(row.side("scratch"), scale))
+        gain = _difference(paired, np.mean(spt) - np.mean(scratch), scale) if scratch and spt else "—"
         lines.append(
             f"| {row.task} | {row.architecture} | {row.variant or '—'} | {row.metric} | {mean_spread(scratch, scale)}"
-            f" | {_budget(row.side('scratch'), False)} | {mean_spread(spt, scale)} | {_budget(row.side('spt'), True)}"
-            f" | {gain} |"
+            f" | {mean_spread(spt, scale)} | {gain} | {_interval(paired)} | {_p(paired.p_t)} | {_p(paired.p_sign)}"
+            f" | {_cost(row.side('scratch'), False)} | {_cost(row.side('spt'), True)} |"
         )
     return "\n".join(lines)
+
+
+def unpaired_notes(rows: list[Row]) -> str:
+    """The seeds each paired comparison of the main table left out (one side has them, the other not)."""
+    notes = []
+    for row in rows:
+        scale = _scale(row.metric)
+        paired = paired_difference(by_seed(row.side("spt"), scale), by_seed(row.side("scratch"), scale))
+        named = {"a": "SPT + finetune", "b": "scratch"}
+        left = "; ".join(f"{named[side]} seeds {seeds}" for side, seeds in paired.unpaired.items())
+        if left:
+            where = f"{row.task} / {row.architecture}" + (f" [{row.variant}]" if row.variant else "")
+            notes.append(f"- {where}: paired on {paired.n} seed(s); left out: {left}")
+    return "\n".join(notes)
 
 
 def _cell_means(rows: list[Row]) -> dict[tuple[str, str], dict[str, float]]:
@@ -271,12 +403,17 @@ def paper_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+TRANSFORMER_TYPE = "spt_rotary_transformer"
+KIND_NAMES = {"scratch": "scratch", "spt": "SPT + finetune"}
+
+
 def transformer_ssm_gap(rows: list[Row]) -> str:
-    """Per task, the best SSM minus the Transformer, before and after SPT (in metric points)."""
+    """Per task, the best SSM minus the Transformer, before and after SPT (in metric points); then every SSM row
+    against every Transformer row of the same task and variant, paired over seeds (`gap_table`)."""
     means = _cell_means(rows)
     lines = []
     for task in sorted({t for _, t in means}):
-        transformer = means.get(("spt_rotary_transformer", task))
+        transformer = means.get((TRANSFORMER_TYPE, task))
         ssms = [means[(a, task)] for a, t in means if t == task and a in SSM_TYPES]
         if not transformer or not ssms:
             continue
@@ -287,7 +424,38 @@ def transformer_ssm_gap(rows: list[Row]) -> str:
                 parts.append(f"{label} {max(values) - transformer[kind]:+.1f}")
         if parts:
             lines.append(f"- {task}: best SSM − Transformer: " + ", ".join(parts))
-    return "\n".join(lines) or "- (needs a Transformer and an SSM row on the same task)"
+    table = gap_table(rows)
+    if not lines and not table:
+        return "- (needs a Transformer and an SSM row on the same task)"
+    return "\n".join(lines) + ("\n\n" + table if table else "")
+
+
+def gap_table(rows: list[Row]) -> str:
+    """SSM − Transformer per pair of rows: every SSM row (`SSM_TYPES`) against every Transformer row of the same task
+    and variant, for each kind of run, paired over seeds."""
+    lines = []
+    for ssm in (r for r in rows if r.architecture in SSM_TYPES):
+        for transformer in (r for r in rows if r.architecture == TRANSFORMER_TYPE):
+            if (transformer.task, transformer.variant) != (ssm.task, ssm.variant) or ssm.metric != transformer.metric:
+                continue
+            scale = _scale(ssm.metric)
+            for kind, name in KIND_NAMES.items():
+                a, b = by_seed(ssm.side(kind), scale), by_seed(transformer.side(kind), scale)
+                if not a or not b:
+                    continue
+                paired = paired_difference(a, b)
+                gap = _difference(paired, np.mean(list(a.values())) - np.mean(list(b.values())), 1.0)
+                lines.append(
+                    f"| {ssm.task} | {ssm.variant or '—'} | {ssm.architecture} | {name} | {gap}"
+                    f" | {_interval(paired)} | {_p(paired.p_t)} | {_p(paired.p_sign)} |"
+                )
+    if not lines:
+        return ""
+    header = [
+        "| task | variant | SSM | kind | SSM − Transformer | 95% CI (paired) | p (paired t) | p (sign-flip) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    return "\n".join(header + lines)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -419,6 +587,16 @@ def plot_test_metrics(rows: list[Row], out: Path) -> Path:
     return path
 
 
+SIGNIFICANCE_NOTE = (
+    "Differences are paired by seed (the same seed draws the same training subset, data order and SPT masks; the "
+    "validation and test splits are the same for every seed), over the seeds both sides have. 95% CI: the t-interval "
+    "of the mean paired difference; p (paired t): the two-sided paired t-test; p (sign-flip): the exact two-sided "
+    f"sign-flip permutation test (it cannot go below 2/2^n). `*`: p (paired t) < {ALPHA}. Below {MIN_PAIRS} pairs: "
+    "n too small. Cost: optimiser steps · training FLOPs (one real step counted, times the steps) · wall time of "
+    "each side, mean over its runs; SPT + finetune sums both phases."
+)
+
+
 def report(paths: list[str | Path], out_dir: str | Path | None = None) -> str:
     """Write report.md, the per-seed files and the plots for the runs under `paths`; return the Markdown text."""
     results = find_results(paths)
@@ -429,7 +607,8 @@ def report(paths: list[str | Path], out_dir: str | Path | None = None) -> str:
         f"# spt_hf report\n\n{len(results)} phase result(s) from {', '.join(map(str, paths))}; test metric of the "
         "model each run selected on validation (accuracy in %, or R²); steps are optimiser steps, SPT steps + "
         "finetuning steps on the SPT side.\n\n"
-        f"{markdown_table(rows)}\n\n## Architectures × tasks (scratch → SPT + finetune)\n\n{paper_table(rows)}\n\n"
+        f"{markdown_table(rows)}\n\n{SIGNIFICANCE_NOTE}\n{unpaired_notes(rows)}\n\n"
+        f"## Architectures × tasks (scratch → SPT + finetune)\n\n{paper_table(rows)}\n\n"
         f"## Transformer–SSM gap\n\n{transformer_ssm_gap(rows)}\n"
     )
     files = write_per_seed(rows, out)
