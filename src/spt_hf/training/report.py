@@ -597,7 +597,9 @@ SIGNIFICANCE_NOTE = (
 )
 
 
-def report(paths: list[str | Path], out_dir: str | Path | None = None) -> str:
+def report(
+    paths: list[str | Path], out_dir: str | Path | None = None, missing_pairs: list[tuple[str, str]] | None = None
+) -> str:
     """Write report.md, the per-seed files and the plots for the runs under `paths`; return the Markdown text."""
     results = find_results(paths)
     rows = comparison_rows(results)
@@ -611,6 +613,9 @@ def report(paths: list[str | Path], out_dir: str | Path | None = None) -> str:
         f"## Architectures × tasks (scratch → SPT + finetune)\n\n{paper_table(rows)}\n\n"
         f"## Transformer–SSM gap\n\n{transformer_ssm_gap(rows)}\n"
     )
+    if missing_pairs:
+        listed = ", ".join(f"{task}/{arch}" for task, arch in missing_pairs)
+        text += f"\n## Not in this comparison\n\nNo recipe pair, so not planned: {listed}.\n"
     files = write_per_seed(rows, out)
     if rows:
         files += [plot_learning_curves(rows, out), plot_test_metrics(rows, out)]
