@@ -113,8 +113,8 @@ def test_report_writes_tables_per_seed_files_and_plots_and_says_where(tmp_path, 
     text = report([tmp_path / "runs"], tmp_path / "out")
     assert f"report written to {tmp_path / 'out' / 'report.md'}" in capsys.readouterr().out
     assert (
-        "| digits | spt_s4 | — | accuracy | 71.0 ± 1.4 (n=2) | 82.0 ± 2.8 (n=2) | +11.0 | n too small (n=2) | — | — "
-        "| 100 steps · — FLOPs · — s | 50 + 100 steps · — FLOPs · — s |" in text
+        "| digits | spt_s4 | — | accuracy | scratch | 71.0 ± 1.4 (n=2) | 82.0 ± 2.8 (n=2) | +11.0 | n too small (n=2) "
+        "| — | — | 100 steps · — FLOPs · — s | 50 + 100 steps · — FLOPs · — s |" in text
     )
     assert "**71.0 → 82.0**" in text  # the best after SPT in its column
     assert "best SSM − Transformer: from scratch +15.0, after SPT +3.0" in text
@@ -205,10 +205,10 @@ def test_significance_and_cost_columns_recomputed_from_the_results(tmp_path):
 
     s4, transformer = main["spt_s4"], main["spt_rotary_transformer"]
     check(s4, spt["spt_s4"], scratch["spt_s4"])
-    assert s4["SPT − scratch"].endswith(" *") and s4["p (sign-flip)"] == "0.062"  # every seed gains: 2/2^5
+    assert s4["SPT − baseline"].endswith(" *") and s4["p (sign-flip)"] == "0.062"  # every seed gains: 2/2^5
     check(transformer, spt["spt_rotary_transformer"], scratch["spt_rotary_transformer"])
-    assert "- digits / spt_s4: paired on 5 seed(s); left out: scratch seeds [5]" in text
-    assert s4["scratch cost"] == "100 steps · 1e12 FLOPs · 40.0 s"
+    assert "- digits / spt_s4: paired on 5 seed(s); left out: baseline seeds [5]" in text
+    assert s4["baseline cost"] == "100 steps · 1e12 FLOPs · 40.0 s"
     assert s4["SPT + finetune cost"] == "50 + 100 steps · 1.5e12 FLOPs · 52.0 s"  # 20..24 s + 30 s, mean 52
     gaps = {(row["SSM"], row["kind"]): row for row in parse_table(text.split("## Transformer–SSM gap")[1], "task")}
     assert set(gaps) == {("spt_s4", "scratch"), ("spt_s4", "SPT + finetune")}
@@ -218,3 +218,25 @@ def test_significance_and_cost_columns_recomputed_from_the_results(tmp_path):
 
 def _p(value: float) -> str:
     return f"{value:.2g}"
+
+
+def test_text_pretrained_scratch_and_spt_runs_are_three_kinds(tmp_path):
+    """The baseline phase of a recipe that loads pretrained backbone weights (`backbone_name_or_path`, Pythia-70M's
+    pretrained pair) is text-pretrained, not scratch: its own kind in the table, the gap table and runs.csv."""
+    for seed in range(3):
+        fake_run(tmp_path / "s4" / f"seed{seed}", seed, 0.6 + 0.01 * seed, 0.7)
+        run = tmp_path / "pythia" / f"seed{seed}"
+        spt_dir = fake_phase(run, "spt", model_type="spt_backbone", seed=seed, steps=50)
+        fake_phase(run, "finetune", model_type="spt_backbone", seed=seed, test=0.75, spt_dir=spt_dir)
+        baseline = fake_phase(run, "scratch", model_type="spt_backbone", seed=seed, test=0.8 - 0.01 * seed)
+        result = json.loads((baseline / "results.json").read_text())
+        result["recipe"]["model_config"] = {"backbone_name_or_path": "EleutherAI/pythia-70m"}
+        (baseline / "results.json").write_text(json.dumps(result))
+    text = report([tmp_path], tmp_path / "out")
+    rows = {row["architecture"]: row for row in parse_table(text, "task")}
+    assert rows["spt_backbone"]["baseline"] == "text-pretrained" and rows["spt_s4"]["baseline"] == "scratch"
+    assert rows["spt_backbone"]["SPT − baseline"].startswith("-4.0")  # 75 against 80, 79, 78
+    with open(tmp_path / "out" / "runs.csv") as handle:
+        kinds = {(r["architecture"], r["kind"]) for r in csv.DictReader(handle)}
+    assert {kind for _, kind in kinds} == {"scratch", "text-pretrained", "spt"}
+    assert ("spt_backbone", "text-pretrained") in kinds and ("spt_backbone", "scratch") not in kinds

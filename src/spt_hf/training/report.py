@@ -31,13 +31,14 @@ from .results import RESULTS_FILE
 NOT_A_VARIANT = ("training.seed", "model.model_name_or_path", "init.weights_sha256", "world_size")
 BUDGET_KEYS = ("training.max_steps", "spt.total_steps", "spt.spt_fraction")  # one entry instead: budget.steps
 SSM_TYPES = ("spt_s4", "spt_dlr")
+BASELINE_KINDS = ("scratch", "text-pretrained")  # finetuning without an SPT checkpoint: random init, or text weights
 
 
 @dataclass
 class Run:
     """One finetuning run: its seed, test (and validation) metric, budget, learning curve and folder."""
 
-    kind: str  # "scratch" or "spt"
+    kind: str  # "scratch", "text-pretrained" (the baseline phase) or "spt" (SPT + finetune)
     seed: int | None
     metric: str
     test: float | None
@@ -59,7 +60,13 @@ class Row:
     runs: list[Run] = field(default_factory=list)
 
     def side(self, kind: str) -> list[Run]:
-        return [run for run in self.runs if run.kind == kind and run.test is not None]
+        """The runs of one kind with a test metric; "baseline": those without SPT (scratch or text-pretrained)."""
+        wanted = BASELINE_KINDS if kind == "baseline" else (kind,)
+        return [run for run in self.runs if run.kind in wanted and run.test is not None]
+
+    @property
+    def baseline_kind(self) -> str:
+        return "+".join(k for k in BASELINE_KINDS if any(r.kind == k for r in self.runs)) or "—"
 
 
 def find_results(paths: list[str | Path]) -> list[dict]:
@@ -124,6 +131,16 @@ def _spt_results(result: dict) -> dict | None:
     return json.loads(path.read_text()) if source and path.is_file() else None
 
 
+def run_kind(result: dict) -> str:
+    """ "spt" for finetuning from an SPT checkpoint; the baseline phase (no SPT checkpoint) is "text-pretrained" when
+    its recipe loads pretrained backbone weights (`backbone_name_or_path`, as compare's plan decides), else "scratch";
+    finetuning from another pretrained checkpoint (no SPT fingerprint) is "text-pretrained" too."""
+    if result["phase"] == "finetune":
+        return "text-pretrained" if (result.get("init") or {}).get("kind") == "pretrained" else "spt"
+    model_config = (result.get("recipe") or {}).get("model_config") or {}
+    return "text-pretrained" if model_config.get("backbone_name_or_path") else "scratch"
+
+
 def _summed(result: dict, spt: dict | None, value) -> float | None:
     """A cost of the phase, plus its SPT phase's when it started from one; None when a phase did not record it."""
     values = [value(r) for r in (result, spt) if r is not None]
@@ -143,7 +160,7 @@ def comparison_rows(results: list[dict]) -> list[Row]:
         spt_key = json.dumps(_entries(spt), sort_keys=True, default=str) if spt else None
         group = groups.setdefault(key, {"metric": name, "entries": entries, "spt": defaultdict(list)})
         run = Run(
-            kind="spt" if result["phase"] == "finetune" else "scratch",
+            kind=run_kind(result),
             seed=(result.get("recipe") or {}).get("training", {}).get("seed"),
             metric=name,
             test=test,
@@ -333,19 +350,20 @@ def markdown_table(rows: list[Row]) -> str:
     """Per task and architecture: scratch, SPT + finetune, the gain with its paired 95% interval and tests over
     seeds, and what each side cost."""
     lines = [
-        "| task | architecture | variant | metric | scratch | SPT + finetune | SPT − scratch | 95% CI (paired) "
-        "| p (paired t) | p (sign-flip) | scratch cost | SPT + finetune cost |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| task | architecture | variant | metric | baseline | baseline result | SPT + finetune | SPT − baseline "
+        "| 95% CI (paired) | p (paired t) | p (sign-flip) | baseline cost | SPT + finetune cost |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         scale = _scale(row.metric)
-        scratch, spt = [r.test for r in row.side("scratch")], [r.test for r in row.side("spt")]
-        paired = paired_difference(by_seed(row.side("spt"), scale), by_seed(row.side("scratch"), scale))
+        scratch, spt = [r.test for r in row.side("baseline")], [r.test for r in row.side("spt")]
+        paired = paired_difference(by_seed(row.side("spt"), scale), by_seed(row.side("baseline"), scale))
         gain = _difference(paired, np.mean(spt) - np.mean(scratch), scale) if scratch and spt else "—"
         lines.append(
-            f"| {row.task} | {row.architecture} | {row.variant or '—'} | {row.metric} | {mean_spread(scratch, scale)}"
+            f"| {row.task} | {row.architecture} | {row.variant or '—'} | {row.metric} | {row.baseline_kind}"
+            f" | {mean_spread(scratch, scale)}"
             f" | {mean_spread(spt, scale)} | {gain} | {_interval(paired)} | {_p(paired.p_t)} | {_p(paired.p_sign)}"
-            f" | {_cost(row.side('scratch'), False)} | {_cost(row.side('spt'), True)} |"
+            f" | {_cost(row.side('baseline'), False)} | {_cost(row.side('spt'), True)} |"
         )
     return "\n".join(lines)
 
@@ -355,8 +373,8 @@ def unpaired_notes(rows: list[Row]) -> str:
     notes = []
     for row in rows:
         scale = _scale(row.metric)
-        paired = paired_difference(by_seed(row.side("spt"), scale), by_seed(row.side("scratch"), scale))
-        named = {"a": "SPT + finetune", "b": "scratch"}
+        paired = paired_difference(by_seed(row.side("spt"), scale), by_seed(row.side("baseline"), scale))
+        named = {"a": "SPT + finetune", "b": "baseline"}
         left = "; ".join(f"{named[side]} seeds {seeds}" for side, seeds in paired.unpaired.items())
         if left:
             where = f"{row.task} / {row.architecture}" + (f" [{row.variant}]" if row.variant else "")
@@ -371,10 +389,10 @@ def _cell_means(rows: list[Row]) -> dict[tuple[str, str], dict[str, float]]:
         scale = _scale(row.metric)
         means[(label, row.task)] = {
             kind: float(np.mean([r.test for r in row.side(kind)]) * scale)
-            for kind in ("scratch", "spt")
+            for kind in ("baseline", "spt")
             if row.side(kind)
         }
-        means[(label, row.task)]["_n"] = {kind: len(row.side(kind)) for kind in ("scratch", "spt")}
+        means[(label, row.task)]["_n"] = {kind: len(row.side(kind)) for kind in ("baseline", "spt")}
     return means
 
 
@@ -387,24 +405,24 @@ def paper_table(rows: list[Row]) -> str:
     best = {t: max((means[(a, t)].get("spt", -np.inf) for a in archs if (a, t) in means), default=None) for t in tasks}
     lines = ["| architecture | " + " | ".join(tasks) + " | average |", "|---" * (len(tasks) + 2) + "|"]
     for arch in archs:
-        cells, averages = [], {"scratch": [], "spt": []}
+        cells, averages = [], {"baseline": [], "spt": []}
         for task in tasks:
             cell = means.get((arch, task), {})
-            for kind in ("scratch", "spt"):
+            for kind in ("baseline", "spt"):
                 if kind in cell:
                     averages[kind].append(cell[kind])
-            text = " → ".join(f"{cell[k]:.1f}" if k in cell else "—" for k in ("scratch", "spt"))
+            text = " → ".join(f"{cell[k]:.1f}" if k in cell else "—" for k in ("baseline", "spt"))
             if "spt" in cell and best[task] is not None and cell["spt"] == best[task]:
                 text = f"**{text}**"
             cells.append(text)
         complete = {k: v for k, v in averages.items() if len(v) == len(tasks)}
-        average = " → ".join(f"{np.mean(complete[k]):.1f}" if k in complete else "—" for k in ("scratch", "spt"))
+        average = " → ".join(f"{np.mean(complete[k]):.1f}" if k in complete else "—" for k in ("baseline", "spt"))
         lines.append(f"| {arch} | " + " | ".join(cells) + f" | {average} |")
     return "\n".join(lines)
 
 
 TRANSFORMER_TYPE = "spt_rotary_transformer"
-KIND_NAMES = {"scratch": "scratch", "spt": "SPT + finetune"}
+KIND_NAMES = {"scratch": "scratch", "text-pretrained": "text-pretrained", "spt": "SPT + finetune"}
 
 
 def transformer_ssm_gap(rows: list[Row]) -> str:
@@ -418,7 +436,7 @@ def transformer_ssm_gap(rows: list[Row]) -> str:
         if not transformer or not ssms:
             continue
         parts = []
-        for kind, label in (("scratch", "from scratch"), ("spt", "after SPT")):
+        for kind, label in (("baseline", "from scratch"), ("spt", "after SPT")):
             values = [s[kind] for s in ssms if kind in s]
             if kind in transformer and values:
                 parts.append(f"{label} {max(values) - transformer[kind]:+.1f}")
@@ -517,7 +535,11 @@ def plot_learning_curves(rows: list[Row], out: Path) -> Path:
         for row in (r for r in rows if r.task == task):
             label = row.architecture + (f" [{row.variant}]" if row.variant else "")
             colour = colours(labels.index(label) % 10)
-            for kind, style, text in (("scratch", "--", "scratch"), ("spt", "-", "SPT + finetune")):
+            for kind, style, text in (
+                ("scratch", "--", "scratch"),
+                ("text-pretrained", ":", "text-pretrained"),
+                ("spt", "-", "SPT + finetune"),
+            ):
                 curve = _mean_curve(row.side(kind))
                 if curve is None:
                     continue
@@ -556,7 +578,7 @@ def plot_test_metrics(rows: list[Row], out: Path) -> Path:
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(rows) + 2), 4.2))
     for index, row in enumerate(rows):
         for offset, kind, colour, text in (
-            (-0.15, "scratch", "tab:grey", "scratch"),
+            (-0.15, "baseline", "tab:grey", "baseline (scratch or text-pretrained)"),
             (0.15, "spt", "tab:blue", "SPT + finetune"),
         ):
             values = [r.test * _scale(row.metric) for r in row.side(kind)]
