@@ -3,14 +3,16 @@
 Finetuning results (`finetune/` and `scratch/` phases) are grouped into rows: one row per task, architecture and
 recipe; runs whose recipes differ in nothing but the seed are the seeds of one row, and runs that differ in anything
 else (a learning rate, a model size, the SPT recipe they started from, the step budget) are separate rows whose
-"variant" names the keys that differ. A row holds the scratch runs and the SPT + finetune runs, each with its budget:
+"variant" names the keys that differ. A row holds the baseline runs and the SPT + finetune runs, each with its budget:
 with equal budgets both sides have the same `max_steps`; compute-tied ones share `total_steps` (scratch gets all of
 it, SPT and finetuning their shares), so the sides differ in `max_steps` and are still one row.
 
 Outputs (into the report folder):
-- `report.md`: per (task, architecture) the scratch and SPT + finetune test metric (mean ± sd, n) with the steps of
-  each side; the paper-style table (rows architectures, columns tasks and their average, cells "scratch → SPT", the
-  best per column in bold); the Transformer–SSM gap before and after SPT.
+- `report.md`: per (task, architecture) the baseline (scratch or text-pretrained) and SPT + finetune test metric
+  (mean ± sd, n), the difference paired over seeds with its 95% t-interval, paired t-test and exact sign-flip test
+  ("n too small" below 3 pairs), and each side's steps, training FLOPs and wall time (SPT + finetune: both phases);
+  the paper-style table (rows architectures, columns tasks and their average, cells "baseline → SPT", the best per
+  column in bold); the Transformer–SSM gap, summarised and per pair of rows with the same statistics.
 - `runs.csv` and `runs.json`: every run's numbers (one line per seed).
 - `learning_curves.png`: one panel per task, one colour per architecture, scratch dashed and SPT solid, the mean
   over seeds with a band (min to max); x in optimiser steps, SPT steps included for compute-tied runs.
@@ -500,6 +502,8 @@ def write_per_seed(rows: list[Row], out: Path) -> list[Path]:
             "validation",
             "steps",
             "spt_steps",
+            "flops",
+            "wall_s",
             "path",
         ]
         writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
