@@ -112,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument(*spellings("--with_scratch"), action="store_true", help="also train the scratch baseline")
 
     text = "the comparison table (tasks x architectures x seeds, scratch and SPT), run or resumed, then the report"
-    add_compare_arguments(command("compare", compare_command, text))
+    # No abbreviations: a trailing recipe key such as `--seed 3` must not silently become `--seeds 3`, it is refused.
+    add_compare_arguments(command("compare", compare_command, text, allow_abbrev=False))
 
     report = command("report", report_command, "Markdown table and PNG plots of finished run folders")
     report.add_argument("run_dirs", nargs="+", help="folders holding results.json files")
@@ -173,6 +174,12 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
         help="leave the baseline phase out",
     )
     parser.add_argument(*spellings("--num_train_examples"), nargs="+", help="training set sizes (`full` for all of it)")
+    parser.add_argument(
+        *spellings("--skip_missing_pairs"),
+        action="store_true",
+        default=None,
+        help="plan every task x architecture that has recipes; list the others instead of refusing",
+    )
     parser.add_argument("--budget", choices=("equal", "tied"), help="default: as the recipes say (total_steps)")
     parser.add_argument("--launcher", choices=("local", "submitit", "ray"))
     parser.add_argument(*spellings("--max_parallel"), type=int, help="phases at once (local launcher)")

@@ -63,7 +63,7 @@ def run_compare(spec: CompareSpec, dry_run: bool = False) -> CompareResult:
             result.problems[job.id] = f"failed; its log: {job.log}"
     from ..training.report import report
 
-    result.report = report([plan.output_dir])
+    result.report = report([plan.output_dir], missing_pairs=plan.missing_pairs)
     for job_id, why in result.problems.items():
         print(f"compare: {job_id}: {why}", flush=True)
     return result

@@ -42,6 +42,7 @@ from ..data import (
 from ..data.pretraining import DataFingerprint, IndexedExamples
 from ..hub import ensure_push_credentials, push_phase
 from .arguments import PHASE_FIELDS, Recipe, spt_bidirectional, validate_recipe
+from .compute import phase_compute
 from .results import phase_results, write_results
 from .run_folder import PhaseState, in_phase_dir, latest_complete_checkpoint, open_phase
 from .task_data import TaskData, load_task_data
@@ -306,7 +307,9 @@ def _train_and_evaluate(trainer: PhaseTrainer, recipe, task: TaskData, phase: st
         evaluations["selected"] = "best"
     export_model(trainer, output_dir)
     wall = time.perf_counter() - start
-    return phase_results(phase, recipe, task, trainer, train_output, evaluations, curve, wall)
+    results = phase_results(phase, recipe, task, trainer, train_output, evaluations, curve, wall)
+    results["compute"] = phase_compute(trainer)  # FLOPs of one real step x steps; not part of the wall time
+    return results
 
 
 def _check_resumed_form(model, checkpoint: str) -> None:
