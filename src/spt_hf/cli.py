@@ -4,6 +4,7 @@
     spt-hf finetune --config RECIPE.yaml [--key value ...]   finetuning from --model_name_or_path, or from scratch
     spt-hf run --config RECIPE-spt.yaml [--with-scratch]     SPT, finetuning (and the scratch baseline), the report
     spt-hf compare --tasks T... --architectures A... [...]   the comparison table over seeds, resumable
+    spt-hf estimate --config RECIPE.yaml                     memory, FLOPs and steps of a phase (also --dry-run)
     spt-hf report RUN_DIR [RUN_DIR ...]                      the comparison table and plots of finished runs
     spt-hf push RUN_OR_CHECKPOINT_DIR --repo-id NAME         a checkpoint and its model card to the Hub
     spt-hf generate-data TASK --out DIR --num-train N ...    ListOps / Pathfinder data in the LRA layout
@@ -98,9 +99,21 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(takes_overrides=True)
         sub.add_argument("-h", "--help", action="store_true", help="list every recipe key, in groups")
         sub.add_argument("--config", metavar="RECIPE.yaml", help="a recipe file or a shipped recipe's name")
+        if name != "run":
+            add_estimate_arguments(sub, "--dry-run", "estimate the phase (memory, FLOPs, steps) and train nothing")
         if name == "run":
             sub.add_argument("--finetune-config", metavar="RECIPE.yaml", help="default: <name>-finetune.yaml")
             sub.add_argument("--with-scratch", action="store_true", help="also train the scratch baseline")
+
+    estimate = command(
+        "estimate",
+        estimate_command,
+        "what the phase of a recipe will cost: one real step measured, scaled to the recipe's batch and steps",
+        usage="spt-hf estimate --config RECIPE.yaml [--device-memory-gb 80] [--key value ...]",
+    )
+    estimate.set_defaults(takes_overrides=True)
+    estimate.add_argument("--config", required=True, metavar="RECIPE.yaml", help="a recipe file or a shipped name")
+    add_estimate_arguments(estimate)
 
     text = "the comparison table (tasks x architectures x seeds, scratch and SPT), run or resumed, then the report"
     add_compare_arguments(command("compare", compare_command, text))
@@ -140,6 +153,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     demo.add_argument("--architectures", nargs="+", default=["transformer"])
     return parser
+
+
+def add_estimate_arguments(parser: argparse.ArgumentParser, flag: str | None = None, text: str = "") -> None:
+    if flag:
+        parser.add_argument(flag, action="store_true", help=text)
+    parser.add_argument("--device-memory-gb", type=float, default=80.0, help="memory of one device (default 80)")
+    parser.add_argument(
+        "--max-measure-length",
+        type=int,
+        help="measure longer tasks at this length, its half and quarter; extrapolate (default: 2048 on CPU)",
+    )
 
 
 def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
@@ -223,6 +247,9 @@ def recipe_command(args, rest: list[str]) -> int:
     overrides = parse_overrides(rest)
     from .training import pipeline
 
+    if getattr(args, "dry_run", False):
+        phase = "spt" if args.command == "spt" else "finetune"
+        return print_estimate(load_recipe(args.config, overrides, phase=phase), args, phase)
     if args.command == "spt":
         pipeline.pretrain(load_recipe(args.config, overrides, phase="spt"))
     elif args.command == "finetune":
@@ -243,6 +270,24 @@ def recipe_command(args, rest: list[str]) -> int:
         result = pipeline.run(spt_recipe, finetune_recipe, args.with_scratch)
         print(report([result["run_dir"]]))
     return 0
+
+
+def print_estimate(recipe, args, phase: str) -> int:
+    from .training.estimate import default_measure_length, estimate_phase, format_estimates
+
+    if phase != "spt":
+        phase = "finetune" if recipe.model.model_name_or_path else "scratch"
+    length = args.max_measure_length or default_measure_length()
+    print(format_estimates([estimate_phase(recipe, phase, args.device_memory_gb, length)]))
+    return 0
+
+
+def estimate_command(args, rest) -> int:
+    from .training.arguments import find_recipe, load_recipe, parse_overrides
+
+    path = find_recipe(args.config)
+    phase = "spt" if path.stem.endswith("-spt") else "finetune"
+    return print_estimate(load_recipe(path, parse_overrides(rest), phase=phase), args, phase)
 
 
 def recipe_pair(config: str, finetune_config: str | None) -> tuple[str, str]:
