@@ -436,3 +436,20 @@ def format_estimates(estimates: list[PhaseEstimate], utilisation: float = DEFAUL
         names = ", ".join(sorted({f"{e.recipe} ({e.phase})" for e in extrapolated}))
         lines.append(f"Extrapolated in length (b + a·L + c·L² through three shorter measured steps): {names}.")
     return "\n".join(lines)
+
+
+def estimate_jobs(jobs, device_memory_gb: float = 80.0, max_measure_length: int | None = None):
+    """Estimates of a compare plan's phases (`compare.PhaseJob`s), each distinct model and length measured once
+    (seeds and training sizes reuse it); phases that cannot be estimated come back with the reason."""
+    measured: dict = {}
+    estimates, skipped = [], {}
+    for job in jobs:
+        try:
+            estimate = estimate_phase(
+                job.load_recipe(), job.phase, device_memory_gb, max_measure_length, measured=measured
+            )
+        except ValueError as error:
+            skipped[job.id] = str(error)
+            continue
+        estimates.append(dataclasses.replace(estimate, recipe=f"{job.id}"))
+    return estimates, skipped

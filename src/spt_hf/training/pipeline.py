@@ -9,6 +9,7 @@ other's checkpoints. The phase names are the same everywhere (CLI, folders, resu
 
 import dataclasses
 import math
+import os
 import time
 from pathlib import Path
 
@@ -27,7 +28,6 @@ from ..checkpoints import (
     file_digests,
     verify_backbone_transfer,
     verify_loaded_tensors,
-    verify_recorded_digests,
     write_directory_atomically,
 )
 from ..data import (
@@ -40,10 +40,10 @@ from ..data import (
     pretraining_dataset,
 )
 from ..data.pretraining import DataFingerprint, IndexedExamples
-from ..hub import checkpoint_folder, ensure_push_credentials, push_phase
+from ..hub import ensure_push_credentials, push_phase
 from .arguments import PHASE_FIELDS, Recipe, spt_bidirectional, validate_recipe
 from .results import phase_results, write_results
-from .run_folder import latest_complete_checkpoint, open_phase
+from .run_folder import PhaseState, in_phase_dir, latest_complete_checkpoint, open_phase
 from .task_data import TaskData, load_task_data
 from .trainer import (
     SPTTrainer,
@@ -54,6 +54,10 @@ from .trainer import (
 )
 
 FINGERPRINT_FILE = "spt_fingerprint.npy"
+# The baseline phase: finetuning without an SPT checkpoint (from random initialisation, or from text-pretrained
+# weights that the recipe's `backbone_name_or_path` loads). Its name is that of its folder, `scratch/`, and of
+# results.json's "phase", kept so that every saved run folder is still found.
+BASELINE_PHASE = "scratch"
 
 
 def model_config(recipe: Recipe, task: TaskData, **phase_fields):
@@ -75,12 +79,11 @@ def pretrain(recipe: Recipe, callbacks: list | None = None) -> dict:
     (with `push_to_hub`, push it with results.json and its model card once they are written). A finished phase is
     left alone and its results returned."""
     validate_recipe(recipe, "spt")
-    recipe = in_phase_dir(recipe, "spt")
-    ensure_push_credentials(recipe.training)  # no token, no hub_model_id, a token in the recipe: fail before training
-    with open_phase(recipe) as (status, fingerprint):
-        if status.state == "finished":
-            return _finished("spt", recipe, status.results)
-        return _pretrain(recipe, fingerprint, callbacks)
+    ensure_push_credentials(in_phase_dir(recipe, "spt").training)  # no token, no hub_model_id: fail before training
+    with open_phase(recipe, "spt") as status:
+        if status.state == PhaseState.FINISHED:
+            return _finished("spt", status.recipe, status.results)
+        return _pretrain(status.recipe, status.fingerprint, callbacks)
 
 
 def _pretrain(recipe: Recipe, fingerprint: dict, callbacks: list | None) -> dict:
@@ -127,7 +130,7 @@ def _pretrain(recipe: Recipe, fingerprint: dict, callbacks: list | None) -> dict
         results["data"]["pretraining_fingerprint"] = data_fingerprint.to_dict()
         _write_phase_results(output_dir, results)
         push_phase(recipe.training)
-    _summary("spt", results)
+        _summary("spt", results)  # once, by the main process (every process of a launch gets here)
     return results
 
 
@@ -135,24 +138,19 @@ def finetune(recipe: Recipe, callbacks: list | None = None) -> dict:
     """Finetune a classifier: from an SPT checkpoint (backbone transfer verified), any Hub classifier, or scratch
     (with `push_to_hub`, push it with results.json and its model card once they are written). A finished phase is
     left alone and its results returned."""
-    source = recipe.model.model_name_or_path
-    phase = "scratch" if source is None else "finetune"
+    phase = finetuning_phase(recipe)
     validate_recipe(recipe, phase)
-    recipe = in_phase_dir(recipe, phase)
-    ensure_push_credentials(recipe.training)
-    folder = None if source is None else checkpoint_folder(source)  # a Hub id: its snapshot, checked the same way
-    if folder is not None:
-        verify_recorded_digests(folder)  # a flipped byte since the SPT phase wrote it -> checksum error
-    with open_phase(recipe, phase_extra(folder)) as (status, fingerprint):
-        if status.state == "finished":
-            return _finished(phase, recipe, status.results)
-        return _finetune(recipe, phase, folder, fingerprint, callbacks)
+    ensure_push_credentials(in_phase_dir(recipe, phase).training)
+    with open_phase(recipe, phase) as status:  # a Hub id is resolved to its snapshot and checked the same way
+        if status.state == PhaseState.FINISHED:
+            return _finished(phase, status.recipe, status.results)
+        return _finetune(status.recipe, phase, status.source, status.fingerprint, callbacks)
 
 
-def phase_extra(source_folder: Path | None) -> dict:
-    """What a finetuning phase's fingerprint adds to its recipe: the files of the checkpoint it starts from (a changed
-    SPT checkpoint is a changed recipe)."""
-    return {} if source_folder is None else {"init.weights_sha256": file_digests(source_folder)}
+def finetuning_phase(recipe: Recipe) -> str:
+    """The phase `spt-hf finetune` runs for `recipe`: "finetune" from a checkpoint (`model_name_or_path`), else the
+    baseline phase (folder `scratch/`)."""
+    return "finetune" if recipe.model.model_name_or_path is not None else BASELINE_PHASE
 
 
 def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict, callbacks: list | None) -> dict:
@@ -180,7 +178,7 @@ def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict
     if trainer.is_world_process_zero():
         _write_phase_results(recipe.training.output_dir, results)
         push_phase(recipe.training)
-    _summary(phase, results)
+        _summary(phase, results)  # once, by the main process (every process of a launch gets here)
     return results
 
 
@@ -228,6 +226,8 @@ def _refuse_persistent_workers(recipe: Recipe) -> None:
 
 def _finished(phase: str, recipe: Recipe, results: dict) -> dict:
     folder = recipe.training.output_dir
+    if os.environ.get("RANK", "0") != "0":  # a launched process other than the main one (no Trainer exists yet)
+        return results
     print(
         f"spt_hf: the {phase} phase in {folder} is finished ({results['budget']['steps']} steps; "
         f"{_headline_metric(results)}): nothing to do. `--overwrite_output_dir true` trains it again.",
@@ -237,7 +237,7 @@ def _finished(phase: str, recipe: Recipe, results: dict) -> dict:
 
 
 def _summary(phase: str, results: dict) -> None:
-    """The one line that ends a phase: metric, steps, time, where the results went."""
+    """The one line that ends a phase: metric, steps, time, where the results went (main process only)."""
     minutes = (results["budget"]["wall_time_s"] or 0) / 60
     print(
         f"spt_hf: {phase} done in {minutes:.1f} min, {results['budget']['steps']} steps; {_headline_metric(results)};"
@@ -273,12 +273,6 @@ def _announce(phase: str, trainer: SPTTrainer, what: str) -> None:
     print(f"spt_hf: {phase} on {where}: {what}", flush=True)
 
 
-def in_phase_dir(recipe: Recipe, phase: str) -> Recipe:
-    """The recipe writing into `<output_dir>/<phase>` (the run folder's subfolder of this phase)."""
-    phase_dir = Path(recipe.training.output_dir) / phase
-    return dataclasses.replace(recipe, training=dataclasses.replace(recipe.training, output_dir=str(phase_dir)))
-
-
 def _phase_arguments(recipe: Recipe, metric: str, greater_is_better: bool):
     """The recipe's TrainingArguments with the phase's model-selection metric (unless the recipe chose one). The
     Trainer does not reload the best checkpoint itself: the phase evaluates the final model first, then the best
@@ -296,6 +290,7 @@ def _train_and_evaluate(trainer: SPTTrainer, recipe, task: TaskData, phase: str,
     output_dir = recipe.training.output_dir
     resume = latest_complete_checkpoint(output_dir)
     if resume:
+        _check_resumed_form(trainer.model, resume)
         print(f"spt_hf: resuming {phase} from {resume}", flush=True)
     train_output = trainer.train(resume_from_checkpoint=resume)
     curve = list(trainer.state.log_history)
@@ -318,6 +313,24 @@ def _train_and_evaluate(trainer: SPTTrainer, recipe, task: TaskData, phase: str,
     export_model(trainer, output_dir)
     wall = time.perf_counter() - start
     return phase_results(phase, recipe, task, trainer, train_output, evaluations, curve, wall)
+
+
+def _check_resumed_form(model, checkpoint: str) -> None:
+    """A checkpoint written before a field that changed an architecture's arithmetic existed (`saved_defaults` of its
+    config: SPADE's `s4_pointwise`, Linformer's `bias_after_projection`) holds the old form; resuming it into a model
+    of the new default would drop or misuse weights. Refuse in one line naming the field to set."""
+    fields = getattr(type(model.config), "saved_defaults", {})
+    if not fields or not Path(checkpoint, "config.json").is_file():
+        return
+    saved = type(model.config).from_json_file(Path(checkpoint, "config.json"))
+    for name in fields:
+        if getattr(saved, name) != getattr(model.config, name):
+            raise ValueError(
+                f"{checkpoint} was saved with `{name}: {str(getattr(saved, name)).lower()}` and this recipe builds "
+                f"`{name}: {str(getattr(model.config, name)).lower()}`; add `{name}: "
+                f"{str(getattr(saved, name)).lower()}` to the recipe to resume it, or `--overwrite_output_dir true` "
+                "to train the phase afresh."
+            )
 
 
 def export_model(trainer: SPTTrainer, output_dir: str) -> None:
@@ -373,13 +386,34 @@ def _check_leakage(recipe: Recipe, task: TaskData, source: str) -> None:
 
 
 def phase_budgets(spt_recipe: Recipe, finetune_recipe: Recipe) -> dict:
-    """Compute-tied runs: split `total_steps` by `spt_fraction`; the scratch baseline gets the whole budget."""
+    """The steps of each phase: each recipe's own `max_steps`, or for compute-tied runs `total_steps` split by
+    `spt_fraction` (the baseline phase gets the whole budget). `spt-hf run` and `spt-hf compare` both take them."""
     total = spt_recipe.spt.total_steps
     if total is None:
         steps = finetune_recipe.training.max_steps
-        return {"spt": spt_recipe.training.max_steps, "finetune": steps, "scratch": steps}
+        return {"spt": spt_recipe.training.max_steps, "finetune": steps, BASELINE_PHASE: steps}
     spt_steps = max(1, math.floor(total * spt_recipe.spt.spt_fraction))
-    return {"spt": spt_steps, "finetune": total - spt_steps, "scratch": total}
+    return {"spt": spt_steps, "finetune": total - spt_steps, BASELINE_PHASE: total}
+
+
+def refuse_ignored_max_steps(spt_recipe: Recipe, overrides: dict) -> None:
+    """Refuse a --max_steps override of a recipe pair whose budgets are tied (`total_steps`): total_steps decides
+    every phase's steps, so it would be ignored. The one check of `spt-hf run` and `spt-hf compare`."""
+    total = spt_recipe.spt.total_steps
+    if total and "max_steps" in overrides:
+        name = Path(spt_recipe.source).name if spt_recipe.source else "the SPT recipe"
+        raise ValueError(
+            f"--max_steps {overrides['max_steps']} would be ignored: {name} ties the phases' budgets with "
+            f"total_steps={total} (SPT gets spt_fraction of it, finetuning the rest, the baseline all of it). Pass "
+            "--total_steps N, or --total_steps null (`spt-hf compare`: --budget equal) to give each phase --max_steps."
+        )
+
+
+def baseline_kind(recipe: Recipe) -> str:
+    """What the baseline phase of `recipe` (finetuning without an SPT checkpoint) starts from: "text-pretrained"
+    when the recipe loads pretrained backbone weights (`backbone_name_or_path`), else "scratch" (random
+    initialisation)."""
+    return "text-pretrained" if recipe.model_config.get("backbone_name_or_path") else "scratch"
 
 
 def with_phase(recipe: Recipe, output_dir: Path, max_steps: int | None, model_name_or_path=...) -> Recipe:
@@ -395,7 +429,8 @@ def with_phase(recipe: Recipe, output_dir: Path, max_steps: int | None, model_na
 
 
 def run(spt_recipe: Recipe, finetune_recipe: Recipe, with_scratch: bool = False) -> dict:
-    """SPT, then finetuning from its checkpoint, and optionally the scratch baseline; writes a run summary."""
+    """SPT, then finetuning from its checkpoint, and optionally the baseline phase (`scratch/`: the finetuning
+    recipe without the SPT checkpoint); writes a run summary."""
     ensure_push_credentials(spt_recipe.training, finetune_recipe.training)  # both phases, before any training
     root = Path(spt_recipe.training.output_dir)
     budgets = phase_budgets(spt_recipe, finetune_recipe)
@@ -405,9 +440,9 @@ def run(spt_recipe: Recipe, finetune_recipe: Recipe, with_scratch: bool = False)
     summary["phases"]["finetune"] = finetune(with_phase(finetune_recipe, root, budgets["finetune"], str(spt_dir)))
     if with_scratch:
         # The baseline is not pushed (it would land in the finetuned model's repository); its numbers go in the cards.
-        scratch = with_phase(finetune_recipe, root, budgets["scratch"], None)
-        scratch = dataclasses.replace(scratch, training=dataclasses.replace(scratch.training, push_to_hub=False))
-        summary["phases"]["scratch"] = finetune(scratch)
+        baseline = with_phase(finetune_recipe, root, budgets[BASELINE_PHASE], None)
+        baseline = dataclasses.replace(baseline, training=dataclasses.replace(baseline.training, push_to_hub=False))
+        summary["phases"][BASELINE_PHASE] = finetune(baseline)
     compact = {name: _headline(result) for name, result in summary["phases"].items()}
     write_results(root, {"run_dir": str(root), "budgets": budgets, "phases": compact})
     if spt_recipe.training.should_save:  # the cards again, now that they can report every phase (only they change)
