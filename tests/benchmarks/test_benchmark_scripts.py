@@ -191,3 +191,19 @@ def test_bench_models_times_spt_backbone_against_the_bare_transformers_model():
     (row,) = [row for row in rows if "model" in row]
     assert row["model"] == "llama (spt_backbone)" and row["reference"] == "llama (transformers AutoModel + head)"
     assert row["tokens_per_s"] > 0 and row["over_reference"] > 0
+
+
+def test_bench_estimate_compares_estimate_and_real_steps_on_cpu():
+    rows = run_script(
+        "bench_estimate.py", "--device", "cpu", "--batch", "2", "--steps", "1", "--recipes", "cpu/digits-s4-spt.yaml"
+    )
+    (row,) = rows
+    assert row["recipe"] == "cpu/digits-s4-spt.yaml" and row["device"] == "cpu" and row["batch"] == 2
+    assert abs(row["flops_ratio"] - 1) < 0.10  # the same model, inputs and counter: the estimate's scaling holds
+    assert row["measured_peak_bytes"] > 0 and row["estimated_bytes"] > 0
+
+
+def test_gpu_check_script_parses_and_includes_the_estimate_check():
+    script = BENCHMARKS / "gpu_check.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    assert "bench_estimate.py" in script.read_text()

@@ -166,3 +166,19 @@ def test_cli_estimate_and_dry_run(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "extrapolated from 128, 256, 512" in out
     assert not (tmp_path / "run").exists()  # nothing trained, nothing written
+
+
+def test_compare_dry_run_estimates_the_plan_once_per_model(tmp_path, capsys, monkeypatch):
+    from spt_hf.training import estimate
+
+    calls = []
+    original = estimate.measure_phase
+    monkeypatch.setattr(estimate, "measure_phase", lambda *a, **k: calls.append(a[1]) or original(*a, **k))
+    argv = ["compare", "--tasks", "digits", "--architectures", "s4", "--seeds", "0", "1", "--recipes_dir", "cpu"]
+    assert main([*argv, "--output_dir", str(tmp_path / "runs"), "--dry_run", "--estimate"]) == 0
+    out = capsys.readouterr().out
+    assert "Total: 6 phases" in out and "A100 GPU-hours" in out and "Largest phase:" in out
+    assert sorted(calls) == ["finetune", "spt"]  # two seeds, finetune and scratch: one measurement per model
+    assert not (tmp_path / "runs" / "digits").exists()
+    assert main([*argv, "--output_dir", str(tmp_path / "runs"), "--estimate"]) == 1  # only with --dry_run
+    assert "--estimate goes with --dry_run" in capsys.readouterr().err

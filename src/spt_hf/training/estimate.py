@@ -257,9 +257,30 @@ def count_step(model, collator, spec, length: int, batch_size: int, device: torc
     return counter.get_total_flops(), float(sum(saved.values())), time.perf_counter() - start
 
 
-def measure_step(model, collator, spec, length: int, device: str | None = None) -> StepMeasurement:
-    """Steps at batch 1 and 3: the cost per example (half their difference) and per batch (what remains)."""
+def measure_step(model, collator, spec, length: int, device: str | None = None, checkpointing: bool = False):
+    """Steps at batch 1 and 3: the cost per example (half their difference) and per batch (what remains). With
+    `checkpointing` (the recipe's `gradient_checkpointing`) autograd keeps only each layer's input, and the backward
+    pass recomputes one layer at a time: the saved bytes are those kept plus one layer's share of the full step's."""
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    full = _per_example_and_batch(model, collator, spec, length, device)
+    if not checkpointing:
+        return full
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    try:
+        kept = _per_example_and_batch(model, collator, spec, length, device)
+    finally:
+        model.gradient_checkpointing_disable()
+    layers = max(1, int(getattr(model.config, "num_hidden_layers", 1) or 1))
+    return dataclasses.replace(
+        kept,
+        activation_bytes=kept.activation_bytes + max(full.activation_bytes - kept.activation_bytes, 0.0) / layers,
+        fixed_activation_bytes=kept.fixed_activation_bytes
+        + max(full.fixed_activation_bytes - kept.fixed_activation_bytes, 0.0) / layers,
+        seconds=full.seconds + kept.seconds,
+    )
+
+
+def _per_example_and_batch(model, collator, spec, length: int, device: torch.device) -> StepMeasurement:
     flops1, bytes1, seconds1 = count_step(model, collator, spec, length, 1, device)
     flops3, bytes3, seconds3 = count_step(model, collator, spec, length, 3, device)
     flops, activation = max((flops3 - flops1) / 2, 0.0), max((bytes3 - bytes1) / 2, 0.0)
@@ -291,13 +312,13 @@ def measure_phase(recipe: Recipe, phase: str, max_measure_length: int | None = N
     """The phase's model (parameters counted) and its step at the task's full length, measured or extrapolated."""
     task = estimate_task(recipe)
     model, collator = phase_model_and_collator(recipe, phase, task)
-    length = task.spec.max_length
+    length, checkpointing = task.spec.max_length, bool(recipe.training.gradient_checkpointing)
     if max_measure_length is None or length <= max_measure_length:
-        step = measure_step(model, collator, task.spec, length, device=device)
+        step = measure_step(model, collator, task.spec, length, device, checkpointing)
     else:
         top = 2 ** int(math.log2(max_measure_length))
         lengths = (top // 4, top // 2, top)
-        step = fit_length([measure_step(model, collator, task.spec, n, device=device) for n in lengths], length)
+        step = fit_length([measure_step(model, collator, task.spec, n, device, checkpointing) for n in lengths], length)
     return task, model, step
 
 
@@ -339,6 +360,7 @@ def estimate_phase(
     kind = "spt" if phase == "spt" else "finetune"
     key = (kind, recipe.data.task, repr(sorted(recipe.data.task_options.items())), recipe.data.max_length)
     key += (repr(sorted((k, repr(v)) for k, v in recipe.model_config.items())), recipe.spt.objective)
+    key += (bool(recipe.training.gradient_checkpointing),)
     if measured is not None and key in measured:
         task_length, parameters, model_type, step = measured[key]
     else:
