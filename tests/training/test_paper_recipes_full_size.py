@@ -29,6 +29,13 @@ BATCH = 2
 BATCH_ONE = ("pathx256/", "pathx/mega", "pathx/transformer", "pathx/performer", "pathx/pythia70m")
 
 
+# Pairs whose full-length step does not fit this kind of machine (23 GB, shared), with what was seen.
+TOO_LARGE_FOR_CPU = {
+    "pathx/mega": "one example at 16,384 positions with full attention was killed by the OOM killer at 17.6 GB RSS "
+    "even with gradient checkpointing (the backward pass of one layer holds several 16K x 16K float32 tensors)",
+}
+
+
 class StepMeter(TrainerCallback):
     """FLOPs and saved activation bytes (distinct storages, parameters excluded) of each optimiser step."""
 
@@ -75,6 +82,8 @@ def run_phase(command: str, recipe_name: str, overrides: dict, meter: StepMeter,
 def test_paper_recipe_pair_trains_at_full_size(pair, tmp_path, monkeypatch, capsys):
     if "pythia70m-pretrained" in pair:
         pytest.skip(f"{pair}: needs the Hub weights and tokenizer of EleutherAI/pythia-70m-deduped (issue 21)")
+    if pair in TOO_LARGE_FOR_CPU:
+        pytest.skip(f"{pair}: {TOO_LARGE_FOR_CPU[pair]}")
     task = pair.split("/")[0]
     data_dir, overrides = write_task_data(task, tmp_path / "data")
     batch = 1 if pair.startswith(BATCH_ONE) else BATCH
