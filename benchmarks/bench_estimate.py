@@ -21,6 +21,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from spt_hf.training.arguments import load_recipe
 from spt_hf.training.estimate import (
     BYTES_PER_PARAMETER,
+    CPU_ATTENTION_FLOPS,
     GIB,
     default_measure_length,
     estimate_phase,
@@ -58,7 +59,7 @@ def real_steps(recipe, phase: str, batch: int, steps: int, device: torch.device)
     flops, seconds = 0.0, 0.0
     for _ in range(steps):
         start = time.perf_counter()
-        with FlopCounterMode(display=False) as counter:
+        with FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FLOPS) as counter:
             model(**inputs).loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)  # gradients stay allocated, as in the Trainer's loop
@@ -98,7 +99,8 @@ def main() -> None:
             real = real_steps(recipe, phase, batch, args.steps, device)
         except torch.OutOfMemoryError as error:
             real = {"peak_bytes": float("nan"), "flops": float("nan"), "step_s": float("nan"), "error": str(error)}
-        expected = BYTES_PER_PARAMETER * estimate.parameters + batch * estimate.activation_bytes_per_example
+        expected = BYTES_PER_PARAMETER * estimate.parameters + estimate.activations_at(batch)
+        expected_flops = estimate.flops_per_batch + batch * estimate.flops_per_example
         row = {
             "recipe": name,
             "device": str(device),
@@ -106,9 +108,9 @@ def main() -> None:
             "estimated_bytes": expected,
             "measured_peak_bytes": real["peak_bytes"],
             "memory_ratio": real["peak_bytes"] / expected,
-            "estimated_flops": estimate.flops_per_example * batch,
+            "estimated_flops": expected_flops,
             "measured_flops": real["flops"],
-            "flops_ratio": real["flops"] / (estimate.flops_per_example * batch),
+            "flops_ratio": real["flops"] / expected_flops,
             "step_s": real["step_s"],
             "extrapolated_from": list(estimate.extrapolated_from),
         }
