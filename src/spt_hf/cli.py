@@ -169,6 +169,11 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--submitit-partition", help="Slurm partition")
     parser.add_argument("--submitit-timeout-min", type=int, help="Slurm time limit per phase, minutes")
     parser.add_argument("--submitit-gpus-per-node", type=int, help="GPUs per phase")
+    parser.add_argument("--submitit-qos", help="Slurm QOS of the jobs")
+    parser.add_argument("--submitit-account", help="Slurm account of the jobs")
+    parser.add_argument(
+        "--cancel", action="store_true", help="cancel the Slurm jobs of this comparison still queued or running"
+    )
     parser.add_argument("--ray-address", help="a running Ray cluster (default: a local instance)")
     parser.add_argument("--ray-num-cpus", type=float, help="CPUs per phase (default 1)")
     parser.add_argument("--ray-num-gpus", type=float, help="GPUs per phase (default 0)")
@@ -222,6 +227,9 @@ def recipe_command(args, rest: list[str]) -> int:
         )
     overrides = parse_overrides(rest)
     from .training import pipeline
+    from .training.trainer import SaveOnSignal
+
+    SaveOnSignal.catch_early()  # a Slurm job's time-limit signal: save a checkpoint and stop, never die unsaved
 
     if args.command == "spt":
         pipeline.pretrain(load_recipe(args.config, overrides, phase="spt"))
@@ -289,6 +297,13 @@ def compare_command(args, rest) -> int:
     unknown = sorted(set(values) - set(CompareSpec.__dataclass_fields__))
     if unknown:
         raise ValueError(f"Unknown comparison key(s) {unknown}; allowed: {sorted(CompareSpec.__dataclass_fields__)}.")
+    if args.cancel:
+        from .compare.slurm import cancel_recorded
+
+        output_dir = values.get("output_dir", CompareSpec.__dataclass_fields__["output_dir"].default)
+        ids = cancel_recorded(output_dir)
+        print(f"compare: cancelled {len(ids)} Slurm job(s) of {output_dir}{': ' + ' '.join(ids) if ids else ''}")
+        return 0
     if "tasks" not in values or "architectures" not in values:
         raise ValueError("`spt-hf compare` needs --tasks and --architectures (or a --config YAML that lists them).")
     result = run_compare(CompareSpec(**values), dry_run=args.dry_run)

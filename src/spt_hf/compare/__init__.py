@@ -60,8 +60,14 @@ class Progress:
 
     def __call__(self, job: PhaseJob, state: str, detail: str) -> None:
         if state == "running":
+            if job.id in self.started:  # a Slurm job reported again (it never stopped)
+                return
             self.started[job.id] = time.monotonic()
             self.counts["running"] += 1
+        elif state in ("pending", "queued"):
+            if job.id in self.started:  # requeued by Slurm: it waits again
+                self.started.pop(job.id)
+                self.counts["running"] -= 1
         elif state in ("done", "failed"):
             if job.id in self.started:
                 self.durations.append(time.monotonic() - self.started.pop(job.id))
@@ -103,7 +109,9 @@ def run_compare(spec: CompareSpec, dry_run: bool = False) -> CompareResult:
     result.states.update({job_id: "blocked" for job_id in blocked_by_change})
     to_run = [job for job in to_run if job.id not in blocked_by_change]
     print(f"compare: {len(to_run)} phase(s) to run, {len(plan) - len(to_run)} finished or left alone", flush=True)
-    progress = Progress(len(to_run), spec.max_parallel if spec.launcher == "local" else max(1, len(to_run)))
+    slurm = spec.launcher == "submitit" and spec.submitit.get("cluster", "slurm") == "slurm"
+    parallel = spec.max_parallel if spec.launcher == "local" or slurm else max(1, len(to_run))
+    progress = Progress(len(to_run), parallel)
     if to_run:
         result.states.update(_launch(spec, to_run, progress))
     for job in to_run:
@@ -123,7 +131,7 @@ def _launch(spec: CompareSpec, jobs: list[PhaseJob], progress: Progress) -> dict
     if spec.launcher == "local":
         return run_local(jobs, progress, spec.max_parallel, spec.accelerate_config)
     if spec.launcher == "submitit":
-        return run_submitit(jobs, progress, spec.submitit, Path(spec.output_dir))
+        return run_submitit(jobs, progress, spec.submitit, Path(spec.output_dir), spec.max_parallel)
     return run_ray(jobs, progress, spec.ray)
 
 
