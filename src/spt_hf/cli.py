@@ -162,7 +162,7 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-train-examples", nargs="+", help="training set sizes (`full` for all of it)")
     parser.add_argument("--budget", choices=("equal", "tied"), help="default: as the recipes say (total_steps)")
     parser.add_argument("--launcher", choices=("local", "submitit", "ray"))
-    parser.add_argument("--max-parallel", type=int, help="phases at once (local launcher)")
+    parser.add_argument("--max-parallel", type=int, help="phases at once (local; on Slurm: jobs queued or running)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and what is finished; run nothing")
     parser.add_argument("--accelerate-config", help="run each phase under `accelerate launch --config_file` this")
     parser.add_argument("--submitit-cluster", choices=("slurm", "local", "debug"), help="default slurm")

@@ -239,11 +239,6 @@ def test_a_job_count_limit_throttles_instead_of_crashing(slurm, tmp_path):
     rc, text = run(args, deadline_s=400)
     assert rc == 0 and "Traceback" not in text, text
     assert "Slurm's job limit" in text and len(recorded_jobs(out)) == 4, text
-    # --max-parallel holds under Slurm too
-    rc, text = run(compare_args(tmp_path / "one", TINY, "--max-parallel", "1"), deadline_s=300)
-    assert rc == 0, text
-    counts = [int(m) for m in re.findall(r"(\d+) running", text)]
-    assert counts and max(counts) <= 1, text
 
 
 def test_a_cancelled_job_blocks_its_finetuning_and_compare_ends(slurm, tmp_path):
@@ -262,6 +257,8 @@ def test_a_cancelled_job_blocks_its_finetuning_and_compare_ends(slurm, tmp_path)
 def test_the_partitions_time_limit_caps_the_jobs_and_a_limit_too_short_is_refused(slurm, tmp_path):
     rc, text = run(compare_args(tmp_path / "a", TINY, "--submitit-partition", "short"), deadline_s=300)
     assert rc == 0 and "partition short allows 3 min per job (MaxTime)" in text, text
+    counts = [int(m) for m in re.findall(r"(\d+) running", text)]
+    assert counts and max(counts) == 1, text  # --max-parallel (default 1) holds under Slurm too
     rc, text = run(compare_args(tmp_path / "b", TINY, "--submitit-timeout-min", "1"), deadline_s=60)
     assert rc == 1 and "timeout_min=1 is too short" in text and "Traceback" not in text, text
 

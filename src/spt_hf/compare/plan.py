@@ -33,12 +33,12 @@ class CompareSpec:
         budget: None as the recipes say; "equal": each phase its own recipe's steps; "tied": SPT and finetuning
             share `total_steps` (split by `spt_fraction`) and the scratch baseline gets all of it.
         launcher: "local" (subprocesses), "submitit" (Slurm jobs), "ray" (Ray tasks).
-        max_parallel: phases run at once by the local launcher.
+        max_parallel: phases run at once by the local launcher; jobs queued or running at once on Slurm.
         overrides: recipe keys set in every phase (`--key value` on the command line).
         task_overrides: recipe keys set in every phase of one task: {task: {key: value}} (YAML only).
         accelerate_config: run each phase under `accelerate launch --config_file` this file (local launcher).
         submitit: `cluster` (slurm | local | debug), `partition`, `timeout_min`, `gpus_per_node`, `cpus_per_task`,
-            `mem_gb`, `folder`.
+            `mem_gb`, `account`, `qos`, `signal_delay_s`, `max_num_timeout`, `folder` (docs/compare.md).
         ray: `address` (default: a local instance), `num_cpus` and `num_gpus` per phase.
     """
 

@@ -113,6 +113,8 @@ class SlurmPhase(_checkpointable_base()):
         if status < 0:  # killed by a signal (the OOM killer, a kill): the phase could not say so itself
             with open(self.log, "a") as handle:
                 handle.write(f"spt_hf: the phase was killed by {signal.Signals(-status).name} (exit status {status})\n")
+        if status == INTERRUPTED_EXIT:  # it saved and stopped on submitit's signal: the handler requeues this job
+            time.sleep(60)  # (and exits from within this sleep)
         if status != 0:
             raise PhaseFailedError(f"the phase exited with status {status}; its log: {self.log}")
         return 0
