@@ -100,6 +100,7 @@ def test_pipeline_trains_on_two_processes(tmp_path):
     ranks = [line for line in result.stdout.splitlines() + result.stderr.splitlines() if "spt_hf: spt on" in line]
     assert any("process 0 of 2 (data parallel, MULTI_CPU)" in line for line in ranks)
     assert any("process 1 of 2 (data parallel, MULTI_CPU)" in line for line in ranks)
+    assert summary_lines(result, "spt") == 1  # the phase's summary: the main process only
     results = json.loads((tmp_path / "run" / "spt" / "results.json").read_text())
     assert results["budget"]["processes"] == 2 and results["budget"]["global_batch_size"] == 16
     assert sorted(p.name for p in (tmp_path / "run" / "spt").glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
@@ -111,11 +112,19 @@ def test_pipeline_trains_on_two_processes(tmp_path):
     # so the reported accuracy equals a single-process evaluation of the same saved model.
     finetune = {**recipe, "model_name_or_path": str(tmp_path / "run" / "spt")}
     (tmp_path / "f.yaml").write_text(json.dumps(finetune))
-    launch(["-m", "spt_hf", "finetune", "--config", "f.yaml"], cwd=tmp_path)
+    result = launch(["-m", "spt_hf", "finetune", "--config", "f.yaml"], cwd=tmp_path)
+    assert summary_lines(result, "finetune") == 1
+    result = launch(["-m", "spt_hf", "finetune", "--config", "f.yaml"], cwd=tmp_path)  # finished: nothing to do
+    finished = [line for line in result.stdout.splitlines() if "the finetune phase in" in line]
+    assert len(finished) == 1 and "is finished" in finished[0]
     reported = json.loads((tmp_path / "run" / "finetune" / "results.json").read_text())["metrics"]["validation"]
     single = evaluate_single_process(tmp_path / "run" / "finetune", finetune)
     assert reported["eval_accuracy"] == pytest.approx(single, abs=1e-9)
     print(f"2-process pretrain {seconds:.1f} s")
+
+
+def summary_lines(result: subprocess.CompletedProcess, phase: str) -> int:
+    return sum(line.startswith(f"spt_hf: {phase} done in ") for line in (result.stdout + result.stderr).splitlines())
 
 
 def evaluate_single_process(model_dir: Path, recipe: dict) -> float:

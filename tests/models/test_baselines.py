@@ -1,15 +1,19 @@
 """MEGA, SPADE, Linformer and Performer against independent formulations of their maths.
 
 Oracles: MEGA's EMA as an explicit recurrence in both directions and its gated residual written out; full softmax
-attention for Linformer with k = L and identity projections (and the spt_hf Transformer with the same weights);
-exact softmax attention and the masked quadratic form for FAVOR+; spt_hf's S4 layer and block-local attention for
-SPADE's two branches. Everything is tiny (hidden 32 or less, L <= 150); float64 where the comparison is exact.
+attention for Linformer with k = L and identity projections (and the spt_hf Transformer with the same weights), and
+fairseq's (E X) Wᵀ + 1 bᵀ written out with random projections and nonzero biases; exact softmax attention and the
+masked quadratic form for FAVOR+; for SPADE the released bottom layer written out (its linear S4 branch as an explicit
+Toeplitz sum over dense state-matrix powers), spt_hf's S4 layer and block-local attention for the two branches.
+Everything is tiny (hidden 32 or less, L <= 150); float64 where the comparison is exact.
 """
 
+import json
 import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from helpers import TINY_CONFIGS, make_config, make_inputs
 from transformers import (
     AutoConfig,
@@ -248,6 +252,10 @@ def rotate(x: torch.Tensor) -> torch.Tensor:
 def test_linformer_with_identity_projections_equals_the_spt_hf_transformer_with_the_same_weights():
     model = linformer("key-value", length=12, position_embedding_type="absolute")
     set_identity_projections(model)
+    with torch.no_grad():  # nonzero biases: with E = I (rows summing to 1) both bias orders are the Transformer's
+        for name, parameter in model.named_parameters():
+            if name.endswith("bias"):
+                parameter.copy_(random(*parameter.shape, seed=len(name)))
     transformer_config = RotaryTransformerConfig(
         **{
             k: v
@@ -285,6 +293,78 @@ def test_linformer_projection_sharing_follows_the_paper(sharing, per_layer, shar
             model.shared_projection.mul_(2.0)
             after = model.layers[0].blocks[0].mixer(hidden, **model._mixer_kwargs(hidden, None))
         assert not torch.allclose(before, after)
+
+
+def linformer_with_biases(sharing: str, length: int, projected: int, **overrides):
+    """A Linformer whose biases are nonzero (they are zero at initialisation) and projections random (k < n)."""
+    torch.manual_seed(0)
+    config = AutoConfig.for_model(
+        "spt_linformer",
+        vocab_size=20,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        intermediate_size=64,
+        projected_length=projected,
+        max_position_embeddings=length + 4,  # an input of length L uses the first L columns
+        projection_sharing=sharing,
+        **overrides,
+    )
+    model = AutoModel.from_config(config).double().eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith("bias"):
+                parameter.copy_(random(*parameter.shape, seed=len(name)))
+    return model
+
+
+def linformer_oracle(model, hidden: torch.Tensor, mask: torch.Tensor, bias_after: bool) -> torch.Tensor:
+    """Linformer attention written out on (B, L, H), padded rows of X zeroed. Bias after the projection (fairseq's
+    order): K'_i = E_i R(X W_kᵀ)_i + 1 b_kᵀ, V'_i = F_i (X W_vᵀ)_i + 1 b_vᵀ, i.e. (E X) W_kᵀ + 1 b_kᵀ without
+    rotary positions R; before it: K'_i = E_i R(X W_kᵀ + 1 b_kᵀ)_i with padded rows zeroed after the bias."""
+    attention = model.layers[0].blocks[0].mixer
+    batch, length, _ = hidden.shape
+    E, F_ = (p[..., :length] for p in attention.projections(getattr(model, "shared_projection", None)))
+    real = mask[:, None, :, None].double()  # (B, 1, L, 1)
+    x = hidden * mask.unsqueeze(-1)
+
+    def heads(t):  # (B, L, H) -> (B, nh, L, d)
+        return t.view(batch, length, 4, 8).transpose(1, 2)
+
+    def biases(linear):  # (nh, 1, d)
+        return linear.bias.view(4, 1, 8)
+
+    q = heads(x @ attention.q_proj.weight.T + attention.q_proj.bias)
+    k, v = heads(x @ attention.k_proj.weight.T), heads(x @ attention.v_proj.weight.T)
+    if not bias_after:
+        k, v = k + biases(attention.k_proj), v + biases(attention.v_proj)
+    if model.config.position_embedding_type == "rotary":
+        cos, sin = (t.unsqueeze(1) for t in model.rotary_emb(hidden, torch.arange(length).unsqueeze(0)))
+        q, k = q * cos + rotate(q) * sin, k * cos + rotate(k) * sin
+    k, v = E @ (k * real), F_ @ (v * real)  # (B, nh, k, d)
+    if bias_after:
+        k, v = k + biases(attention.k_proj), v + biases(attention.v_proj)
+    weights = torch.softmax(q @ k.transpose(2, 3) / math.sqrt(8), dim=-1)  # (B, nh, L, k)
+    out = (weights @ v).transpose(1, 2).reshape(batch, length, 32)
+    return out @ attention.o_proj.weight.T + attention.o_proj.bias
+
+
+@pytest.mark.parametrize("sharing", ["none", "headwise", "key-value", "layerwise"])
+@pytest.mark.parametrize("positions", ["absolute", "rotary"])
+@pytest.mark.parametrize("bias_after", [True, False])
+def test_linformer_key_value_biases_follow_fairseq_after_the_projection(sharing, positions, bias_after):
+    model = linformer_with_biases(
+        sharing, length=12, projected=5, position_embedding_type=positions, bias_after_projection=bias_after
+    )
+    attention = model.layers[0].blocks[0].mixer
+    hidden, mask = random(2, 12, 32, seed=4), torch.ones(2, 12, dtype=torch.bool)
+    mask[1, 9:] = False
+    with torch.no_grad():
+        out = attention(hidden * mask.unsqueeze(-1), attention_mask=mask, **model._mixer_kwargs(hidden, mask))
+        expected = linformer_oracle(model, hidden, mask, bias_after)
+        other = linformer_oracle(model, hidden, mask, not bias_after)
+    torch.testing.assert_close(out[mask], expected[mask], rtol=0, atol=1e-12)
+    assert (out[mask] - other[mask]).abs().max() > 1e-3  # the two orders differ by (E 1 - 1) bᵀ: the test can fail
 
 
 def test_linformer_refuses_a_causal_form_and_inputs_beyond_its_fixed_length():
@@ -378,9 +458,10 @@ def test_performer_is_deterministic_in_eval_redraws_in_training_and_reloads_its_
 # --------------------------------------------------------------------------------------------------------------
 
 
-def spade_branches(bidirectional: bool):
+def spade_branches(bidirectional: bool, **overrides):
     torch.manual_seed(0)
-    model = AutoModel.from_config(make_config(ENTRIES["spt_spade"], bidirectional=bidirectional)).double().eval()
+    config = make_config(ENTRIES["spt_spade"], bidirectional=bidirectional, **overrides)
+    model = AutoModel.from_config(config).double().eval()
     config = model.config
     s4 = S4Mixer(config.s4_config(), 0).double().eval()
     local_config = RotaryTransformerConfig(
@@ -393,6 +474,10 @@ def spade_branches(bidirectional: bool):
     local = RotaryTransformerAttention(local_config, 0).double().eval()
     hidden, mask = random(2, 13, 32), torch.ones(2, 13, dtype=torch.bool)
     mask[1, 10:] = False
+    with torch.no_grad():  # nonzero biases and norm affines: none of them may vanish from a comparison
+        for name, parameter in model.named_parameters():
+            if name.endswith("bias") or "norm" in name:
+                parameter.add_(random(*parameter.shape, seed=len(name)) * 0.3)
     return model, s4, local, hidden * mask.unsqueeze(-1), mask
 
 
@@ -402,9 +487,90 @@ def concat(mixer, global_part, local_part) -> torch.Tensor:
     return features @ mixer.aggregate.weight.T + mixer.aggregate.bias
 
 
+def layer_norm(x: torch.Tensor, norm) -> torch.Tensor:
+    """LayerNorm written out: (x - mean) / √(var + eps) ⊙ w + b, biased variance over the features."""
+    centred = x - x.mean(-1, keepdim=True)
+    return centred / torch.sqrt(centred.square().mean(-1, keepdim=True) + norm.eps) * norm.weight + norm.bias
+
+
+def s4_kernel_by_powers(branch, length: int) -> torch.Tensor:
+    """K_l = C Ā^l B̄ (C, H, L) of spt_hf's NPLR parameters, by powers of the dense bilinear Ā = (I - Δ/2 A)⁻¹ (I +
+    Δ/2 A), A = Λ - P P*, both members of every conjugate pair, C from the stored C̃ = C (I - Ā^{L_max})."""
+    kernel = branch.kernel
+
+    def pairs(x):  # (n_ssm, N/2) -> (H, N)
+        x = x.repeat(branch.config.hidden_size // x.shape[0], 1)
+        return torch.cat([x, x.conj()], -1)
+
+    lam = pairs(torch.complex(-kernel.log_lambda_real.exp(), kernel.lambda_imag))
+    P, B = pairs(torch.view_as_complex(kernel.P)), pairs(torch.view_as_complex(kernel.B))
+    A = torch.diag_embed(lam) - P[..., :, None] * P.conj()[..., None, :]  # (H, N, N)
+    dt, eye = kernel.log_dt.exp()[:, None, None], torch.eye(A.shape[-1], dtype=A.dtype)
+    transition = torch.linalg.solve(eye - dt / 2 * A, eye + dt / 2 * A)
+    state = torch.linalg.solve(eye - dt / 2 * A, dt * B[..., None])[..., 0]  # B̄ (H, N)
+    c_tilde = torch.view_as_complex(kernel.C)
+    c_tilde = torch.cat([c_tilde, c_tilde.conj()], -1)  # (C, H, N)
+    C = torch.linalg.solve((eye - torch.linalg.matrix_power(transition, kernel.max_length)).mT, c_tilde[..., None])
+    taps = []
+    for _ in range(length):
+        taps.append((C[..., 0] * state).sum(-1).real)
+        state = (transition @ state[..., None])[..., 0]
+    return torch.stack(taps, -1)  # (C, H, L)
+
+
+def released_spade_branch(branch, u: torch.Tensor) -> torch.Tensor:
+    """Released SPADE's S4 (`use_pointwise` off) on (B, L, H): y_t = Σ_s K[t - s] u_s + D ⊙ u_t as an explicit sum,
+    lags t - s >= 0 from the first kernel, and (bidirectional) lag -j from the second kernel's tap j - 1."""
+    length = u.shape[1]
+    kernel = s4_kernel_by_powers(branch, length)  # (C, H, L)
+    t, s = torch.arange(length)[:, None], torch.arange(length)[None, :]
+    toeplitz = torch.where(t >= s, kernel[0][:, (t - s).clamp(min=0)], 0.0)  # (H, L, L)
+    if kernel.shape[0] == 2:
+        toeplitz = toeplitz + torch.where(s > t, kernel[1][:, (s - t - 1).clamp(min=0)], 0.0)
+    return torch.einsum("hts,bsh->bth", toeplitz, u) + branch.D * u
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize("pointwise", [False, True])
+def test_spade_bottom_layer_equals_the_released_layer_written_out(bidirectional, pointwise):
+    """The whole bottom layer in float64: x + W [LN_g(S(X)), LN_l(LocalAttention(X))] + b with X = LN(x) zeroed at
+    padding, then the GELU feed-forward block; S is released SPADE's linear S4 K * X + D ⊙ X (default) or, with
+    `s4_pointwise=True`, the S4 layer GLU(Linear(GELU(K * X + D ⊙ X)))."""
+    model, _, local, hidden, mask = spade_branches(bidirectional, s4_pointwise=pointwise)
+    layer = model.layers[0]
+    attention_block, ffn_block = layer.blocks
+    mixer = attention_block.mixer
+    assert hasattr(mixer.ssm, "output_linear") == pointwise  # the released branch has no output layer
+    kwargs = model._mixer_kwargs(hidden, mask)
+    real = mask.unsqueeze(-1).double()
+    with torch.no_grad():
+        x = layer_norm(hidden, attention_block.norm.norm) * real  # the mixer input, padding zeroed as SPADE does
+        global_part = released_spade_branch(mixer.ssm, x)
+        if pointwise:
+            projected = F.gelu(global_part) @ mixer.ssm.output_linear.weight.T + mixer.ssm.output_linear.bias
+            global_part = projected[..., :32] * torch.sigmoid(projected[..., 32:])  # GLU
+        local.load_state_dict(mixer.attention.state_dict())
+        local_part = local(x, attention_mask=mask, **kwargs)
+        combined = torch.cat([layer_norm(global_part, mixer.norm_global), layer_norm(local_part, mixer.norm_local)], -1)
+        h = hidden + combined @ mixer.aggregate.weight.T + mixer.aggregate.bias
+        ffn = ffn_block.mixer
+        y = layer_norm(h, ffn_block.norm.norm) * real
+        expected = h + F.gelu(y @ ffn.fc_in.weight.T + ffn.fc_in.bias) @ ffn.fc_out.weight.T + ffn.fc_out.bias
+        out, _ = layer(hidden, mask, **kwargs)
+    torch.testing.assert_close(out[mask], expected[mask], rtol=0, atol=1e-12)
+
+
+def test_spade_s4_pointwise_adds_the_s4_layers_output_block():
+    counts = {}
+    for pointwise in (False, True):
+        model = AutoModel.from_config(make_config(ENTRIES["spt_spade"], s4_pointwise=pointwise))
+        counts[pointwise] = sum(p.numel() for p in model.parameters())
+    assert counts[True] - counts[False] == 2 * 32 * 32 + 2 * 32  # Linear(H, 2H): 2H² + 2H
+
+
 @pytest.mark.parametrize("bidirectional", [True, False])
 def test_spade_bottom_layer_with_the_attention_zeroed_is_spt_hfs_s4_layer(bidirectional):
-    model, s4, _, hidden, mask = spade_branches(bidirectional)
+    model, s4, _, hidden, mask = spade_branches(bidirectional, s4_pointwise=True)
     mixer = model.layers[0].blocks[0].mixer
     assert isinstance(mixer.ssm, S4Mixer)  # the S4 layer itself, imported
     s4.load_state_dict(mixer.ssm.state_dict())
@@ -423,8 +589,8 @@ def test_spade_bottom_layer_with_the_s4_zeroed_is_local_attention_and_upper_laye
     assert not hasattr(upper, "ssm")
     kwargs = model._mixer_kwargs(hidden, mask)
     with torch.no_grad():
-        bottom.ssm.output_linear.weight.zero_()  # GLU(0) = 0: the S4 branch outputs zeros
-        bottom.ssm.output_linear.bias.zero_()
+        bottom.ssm.kernel.C.zero_()  # K = 0 and D = 0: the linear S4 branch outputs zeros
+        bottom.ssm.D.zero_()
         local.load_state_dict(bottom.attention.state_dict())
         expected = concat(bottom, torch.zeros_like(hidden), local(hidden, attention_mask=mask, **kwargs))
         torch.testing.assert_close(bottom(hidden, **kwargs)[mask], expected[mask], rtol=0, atol=1e-12)
@@ -455,6 +621,75 @@ def test_attention_weights_are_returned_and_are_distributions(model_type):
         rows = weights.sum(-1).permute(0, 2, 1)[real]  # (real queries, heads)
         torch.testing.assert_close(rows, torch.ones_like(rows), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(outputs.last_hidden_state, plain.last_hidden_state, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "model_type, field, saved_value",
+    [("spt_spade", "s4_pointwise", True), ("spt_linformer", "bias_after_projection", False)],
+)
+def test_checkpoints_saved_before_a_fidelity_field_existed_load_with_their_old_arithmetic(
+    tmp_path, model_type, field, saved_value
+):
+    """New configs get the released form; a config.json written before the field existed (the field absent) loads
+    with the form it was trained with, through every loading path, and gives the same outputs."""
+    entry = ENTRIES[model_type]
+    assert getattr(make_config(entry), field) == (not saved_value)  # the new default
+    torch.manual_seed(0)
+    model = AutoModelForMaskedLM.from_config(make_config(entry, **{field: saved_value})).eval()
+    with torch.no_grad():  # nonzero biases, so that Linformer's two bias orders differ
+        for name, parameter in model.named_parameters():
+            if name.endswith("bias"):
+                parameter.add_(random(*parameter.shape, seed=len(name), dtype=parameter.dtype))
+    model.save_pretrained(tmp_path / "old")
+    config_file = tmp_path / "old" / "config.json"
+    saved = json.loads(config_file.read_text())
+    assert saved[field] == saved_value  # saved explicitly, even where it equals a default
+    del saved[field]  # as written before the field existed
+    config_file.write_text(json.dumps(saved))
+    inputs = make_inputs(model.config, pad_last=3)
+    with torch.no_grad():
+        reference = model(**inputs).logits
+    loaded, info = AutoModelForMaskedLM.from_pretrained(tmp_path / "old", output_loading_info=True)
+    assert getattr(loaded.config, field) == saved_value
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.eval()(**inputs).logits, reference, rtol=0, atol=0)
+    config_class = type(model.config)
+    assert getattr(AutoConfig.from_pretrained(tmp_path / "old"), field) == saved_value
+    assert getattr(config_class.from_pretrained(tmp_path / "old"), field) == saved_value
+    assert getattr(config_class.from_json_file(config_file), field) == saved_value
+    assert getattr(config_class.from_pretrained(tmp_path / "old", **{field: not saved_value}), field) != saved_value
+    # A dict that was not saved by transformers (a recipe, a hand-written dict) gets the new default...
+    assert getattr(config_class.from_dict({k: saved[k] for k in ("vocab_size", "hidden_size")}), field) != saved_value
+    # ...and a new model saves the new form, which reloads as it is.
+    fresh = AutoModelForMaskedLM.from_config(make_config(entry))
+    fresh.save_pretrained(tmp_path / "new")
+    assert getattr(AutoConfig.from_pretrained(tmp_path / "new"), field) == (not saved_value)
+    with torch.no_grad():  # the two forms compute different things on the same weights where both have them
+        other = AutoModelForMaskedLM.from_config(make_config(entry)).eval()
+        other.load_state_dict(model.state_dict(), strict=False)
+        assert (other(**inputs).logits - reference).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize(
+    "model_type, field, saved_value",
+    [("spt_spade", "s4_pointwise", True), ("spt_linformer", "bias_after_projection", False)],
+)
+def test_resuming_a_phase_from_a_checkpoint_of_the_old_form_is_refused_naming_the_field(
+    tmp_path, model_type, field, saved_value
+):
+    from spt_hf.training.pipeline import _check_resumed_form
+
+    entry = ENTRIES[model_type]
+    AutoModelForMaskedLM.from_config(make_config(entry, **{field: saved_value})).save_pretrained(tmp_path / "ckpt")
+    saved = json.loads((tmp_path / "ckpt" / "config.json").read_text())
+    del saved[field]  # a checkpoint written before the field existed
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps(saved))
+    new_form = AutoModelForMaskedLM.from_config(make_config(entry))
+    value = str(saved_value).lower()
+    with pytest.raises(ValueError, match=rf"saved with `{field}: {value}`.*add `{field}: {value}` to the recipe"):
+        _check_resumed_form(new_form, str(tmp_path / "ckpt"))
+    _check_resumed_form(AutoModelForMaskedLM.from_config(make_config(entry, **{field: saved_value})), tmp_path / "ckpt")
 
 
 @pytest.mark.parametrize(

@@ -155,6 +155,28 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path):
     assert any(entry.get("step") == 3 for entry in result["learning_curve"])  # history continued from checkpoint 3
 
 
+def test_a_run_killed_under_the_old_spade_form_is_not_resumed_into_the_new_one(tmp_path):
+    """A checkpoint written before `s4_pointwise` existed (its config.json lacks it: the S4-layer form) is not resumed
+    into the released form the same recipe now builds; the refusal names the field to set."""
+    recipe = write_recipe(
+        tmp_path / "r.yaml", **DIGITS, **BASELINES["spade"], **TINY_TRAINING, output_dir=str(tmp_path / "o")
+    )
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(load_recipe(recipe), callbacks=[KillAfter(4)])
+    from spt_hf.training.run_folder import MANIFEST_FILE, sha256_file
+
+    checkpoint = tmp_path / "o" / "spt" / "checkpoint-3"
+    saved = json.loads((checkpoint / "config.json").read_text())
+    assert saved.pop("s4_pointwise") is False
+    (checkpoint / "config.json").write_text(json.dumps(saved))  # as the code before the field wrote it ...
+    manifest = json.loads((checkpoint / MANIFEST_FILE).read_text())  # ... with its manifest
+    size, digest = (checkpoint / "config.json").stat().st_size, sha256_file(checkpoint / "config.json")
+    manifest["files"]["config.json"].update(bytes=size, sha256=digest)
+    (checkpoint / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"checkpoint-3 was saved with `s4_pointwise: true`.*add `s4_pointwise: true`"):
+        pretrain(load_recipe(recipe))
+
+
 def test_finetune_refuses_evaluation_data_seen_in_pretraining(tmp_path):
     import numpy as np
 

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from transformers import AutoModel, AutoModelForCausalLM, PreTrainedModel
 
-from .configuration_backbone import SPTBackboneConfig, backbone_direction
+from .configuration_backbone import SPTBackboneConfig, backbone_checkpoint, backbone_direction
 
 # Names under which transformers models keep their final norm (beside the layer list); norms registered after the
 # layer list count too. Bloom's `word_embeddings_layernorm` sits before the layers and is kept.
@@ -146,9 +146,10 @@ def load_pretrained_backbone(model: nn.Module) -> None:
     spt_hf's. ValueError naming the tensors when the checkpoint does not fit `backbone_config`."""
     config = model.config
     source_cls = AutoModel._model_mapping[type(config.backbone_config)]
-    source = AutoModel.from_pretrained(
-        config.backbone_name_or_path, use_safetensors=True, dtype=torch.float32, **_pooling_kwargs(source_cls)
-    )
+    with backbone_checkpoint(config.backbone_name_or_path):
+        source = AutoModel.from_pretrained(
+            config.backbone_name_or_path, use_safetensors=True, dtype=torch.float32, **_pooling_kwargs(source_cls)
+        )
     embedding = source.get_input_embeddings()
     final_norms = find_final_norms(source, find_layer_list(source, source.config.num_hidden_layers))
     replaced = [

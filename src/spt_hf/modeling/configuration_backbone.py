@@ -7,6 +7,9 @@ causal-LM head (`AutoModelForCausalLM`) is a decoder, and an encoder that also h
 """
 
 import difflib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
@@ -17,6 +20,31 @@ from .configuration_sequence import SequenceModelConfig, check_choice
 
 BACKBONE_INPUTS = ("embeddings", "tokenizer")
 REVERSE_WEIGHTS = ("separate", "shared")
+
+
+@contextmanager
+def backbone_checkpoint(name: str) -> Iterator[None]:
+    """Around a load of `backbone_name_or_path` (its config, tokenizer or weights): a Hub id that cannot be fetched
+    (offline and not in the Hugging Face cache, no connection, no such repository) raises one FileNotFoundError that
+    names the checkpoint and the two ways to provide it, instead of transformers' "Check your internet connection".
+    Errors about an existing local folder are transformers' own (they name the missing file)."""
+    try:
+        yield
+    except OSError as error:
+        if Path(name).expanduser().is_dir():
+            raise
+        from huggingface_hub import constants
+
+        why = (
+            "HF_HUB_OFFLINE=1 and it is not in the Hugging Face cache"
+            if constants.HF_HUB_OFFLINE
+            else f"it is not in the Hugging Face cache and the Hub did not provide it ({str(error).splitlines()[0]})"
+        )
+        raise FileNotFoundError(
+            f"The backbone checkpoint `backbone_name_or_path: {name}` cannot be loaded: {why}. Provide it in the "
+            f"cache (run once with network access, or `hf download {name}`; cache: {constants.HF_HUB_CACHE}), or "
+            f"as a local folder (`hf download {name} --local-dir DIR`, then `--backbone_name_or_path DIR`)."
+        ) from None
 
 
 def backbone_direction(backbone_config: PreTrainedConfig) -> tuple[str, bool]:
@@ -109,7 +137,8 @@ class SPTBackboneConfig(SequenceModelConfig):
                 "64, num_hidden_layers: 2}, or a PretrainedConfig) or `backbone_name_or_path` (a checkpoint)."
             )
         if self.backbone_config is None:
-            self.backbone_config = AutoConfig.from_pretrained(self.backbone_name_or_path)
+            with backbone_checkpoint(self.backbone_name_or_path):
+                self.backbone_config = AutoConfig.from_pretrained(self.backbone_name_or_path)
         if isinstance(self.backbone_config, dict):
             values = dict(_backbone_dict(self.backbone_config))
             config_cls = CONFIG_MAPPING[values["model_type"]]
@@ -183,4 +212,4 @@ class SPTBackboneConfig(SequenceModelConfig):
         return backbone_direction(self.backbone_config)[0]
 
 
-__all__ = ["SPTBackboneConfig", "backbone_direction"]
+__all__ = ["SPTBackboneConfig", "backbone_checkpoint", "backbone_direction"]

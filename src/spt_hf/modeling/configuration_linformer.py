@@ -1,7 +1,7 @@
 """Configuration of spt_hf Linformer models (Wang et al., "Linformer: Self-Attention with Linear Complexity", 2020)."""
 
 from .configuration_rotary_transformer import RotaryTransformerConfig
-from .configuration_sequence import check_choice, check_positive_int
+from .configuration_sequence import check_bool, check_choice, check_positive_int, with_saved_defaults
 
 PROJECTION_SHARING = ("none", "headwise", "key-value", "layerwise")
 
@@ -28,14 +28,24 @@ class LinformerConfig(RotaryTransformerConfig):
         max_position_embeddings (`int`, *optional*, defaults to 4096):
             The fixed maximum length: E and F have this many columns and an input of length L uses the first L
             (padded positions contribute nothing). Longer inputs are refused.
+        bias_after_projection (`bool`, *optional*, defaults to `True`):
+            True: the key and value biases are added after the projection along the sequence,
+            K' = E (X W_kᵀ) + 1 b_kᵀ (with rotary positions R, E R(X W_kᵀ) + 1 b_kᵀ), as fairseq's
+            `examples/linformer` computes (E X) W_kᵀ + 1 b_kᵀ.
+            False: before it, K' = E (X W_kᵀ + 1 b_kᵀ), which differs by (E 1 - 1) b_kᵀ and depends on the length
+            through the row sums of E. Checkpoints saved before this field existed use False: a saved config.json
+            without it loads with False (`from_pretrained`, `from_dict`).
     """
 
     model_type = "spt_linformer"
     has_causal_form = False
+    # Fields added after checkpoints were saved without them, and the value that reproduces those checkpoints.
+    saved_defaults = {"bias_after_projection": False}
 
     projected_length: int = 256
     projection_sharing: str = "headwise"
     max_position_embeddings: int = 4096
+    bias_after_projection: bool = True
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
@@ -57,6 +67,18 @@ class LinformerConfig(RotaryTransformerConfig):
                 f"`projected_length`={self.projected_length} must be at most `max_position_embeddings`="
                 f"{self.max_position_embeddings} (k <= n: the projection shortens the sequence)."
             )
+        check_bool(self, "bias_after_projection")
+
+    @classmethod
+    def from_dict(cls, config_dict: dict, **kwargs):
+        """As `PreTrainedConfig.from_dict`; a saved config without `bias_after_projection` (saved before it existed)
+        loads with `bias_after_projection=False`, the order it was trained with. `from_pretrained` and the Auto
+        classes come here."""
+        return super().from_dict(with_saved_defaults(config_dict, cls.saved_defaults), **kwargs)
+
+    @classmethod
+    def from_json_file(cls, json_file):
+        return cls.from_dict(cls._dict_from_json_file(json_file))
 
 
 __all__ = ["LinformerConfig"]

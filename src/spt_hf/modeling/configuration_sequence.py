@@ -44,6 +44,27 @@ def check_ssm_learning_rate(config: PreTrainedConfig) -> None:
         raise ValueError(f"`ssm_learning_rate` must be None or > 0, got {config.ssm_learning_rate!r}.")
 
 
+def with_saved_defaults(config_dict: dict, saved_defaults: dict) -> dict:
+    """`config_dict` with `saved_defaults` filled in for the fields it lacks, if it is a saved config.
+
+    A field added to change an architecture's default arithmetic must not change checkpoints saved before it existed:
+    their config.json lacks the field, and they must load with the value they were trained with (`saved_defaults`),
+    not the new default. A saved config is recognised by the `transformers_version` that `to_dict` always writes;
+    other dicts (a recipe's fields, a hand-written dict) get the class defaults.
+    """
+    if "transformers_version" not in config_dict:
+        return config_dict
+    return {**{name: value for name, value in saved_defaults.items() if name not in config_dict}, **config_dict}
+
+
+def check_bool(config: PreTrainedConfig, *names: str) -> None:
+    """Raise a ValueError naming the first field that is not True or False."""
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, bool):
+            raise ValueError(f"`{name}` must be True or False, got {value!r}.")
+
+
 class SequenceModelConfig(PreTrainedConfig):
     r"""
     Base configuration of spt_hf sequence models. Architecture configs (`S4Config`, `DLRConfig`,
@@ -154,4 +175,12 @@ class SequenceModelConfig(PreTrainedConfig):
                     raise ValueError(f"`{name}`={value} is outside the vocabulary [0, {self.vocab_size}).")
 
 
-__all__ = ["SequenceModelConfig", "check_choice", "check_positive_int", "check_ssm_learning_rate", "check_time_steps"]
+__all__ = [
+    "SequenceModelConfig",
+    "check_bool",
+    "check_choice",
+    "check_positive_int",
+    "check_ssm_learning_rate",
+    "check_time_steps",
+    "with_saved_defaults",
+]

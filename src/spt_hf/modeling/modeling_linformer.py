@@ -4,14 +4,18 @@
 
 keys and values projected along the sequence from n = `max_position_embeddings` positions to k = `projected_length`,
 so time and memory are O(L k) instead of O(L²). An input of length L <= n uses the first L columns of E and F (as the
-authors' code does); padded keys and values are zeroed before the projection, so padding changes nothing. Positions,
-the feed-forward block and the backbone are the Transformer's (modeling_rotary_transformer.py).
+authors' code does); padded keys and values are zeroed before the projection, so padding changes nothing. The key and
+value biases are added after the projection, as in fairseq's `(E X) Wᵀ + 1 bᵀ`: K' = E R(X W_kᵀ) + 1 b_kᵀ and
+V' = F (X W_vᵀ) + 1 b_vᵀ, with R the rotary positions, which must be applied before the projection mixes positions
+(`bias_after_projection=False`, the order of checkpoints saved before that field: E (X Wᵀ + 1 bᵀ)). Positions, the
+feed-forward block and the backbone are the Transformer's (modeling_rotary_transformer.py).
 """
 
 import math
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from transformers import GenerationMixin
 from transformers import initialization as init
@@ -96,9 +100,11 @@ class LinformerAttention(nn.Module):
                 "or build the model with a larger `max_position_embeddings`."
             )
         shape = (batch, length, self.num_heads, self.head_dim)
+        after = self.config.bias_after_projection  # the key and value biases are added to the projected sequence
         query = self.q_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, D)
-        key = self.k_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, D)
-        value = self.v_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, D)
+        key = F.linear(hidden_states, self.k_proj.weight, None if after else self.k_proj.bias)
+        value = F.linear(hidden_states, self.v_proj.weight, None if after else self.v_proj.bias)
+        key, value = key.view(shape).transpose(1, 2), value.view(shape).transpose(1, 2)  # (B, nh, L, D)
         if position_embeddings is not None:
             query, key = apply_rotary_pos_emb(query, key, *position_embeddings)
         if attention_mask is not None:  # padded keys and values (biases, rotations) must not enter the projection
@@ -106,6 +112,10 @@ class LinformerAttention(nn.Module):
             key, value = key * real, value * real
         key_proj, value_proj = (p[..., :length].to(key.dtype) for p in self.projections(shared_projection))
         key, value = key_proj @ key, value_proj @ value  # (k, L) or (nh, k, L) @ (B, nh, L, D) -> (B, nh, k, D)
+        if after:  # + 1 bᵀ on each of the k projected positions
+            heads = (self.num_heads, 1, self.head_dim)
+            key = key + self.k_proj.bias.view(heads).to(key.dtype)
+            value = value + self.v_proj.bias.view(heads).to(value.dtype)
         interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )

@@ -111,8 +111,9 @@ def relative_bias(table: Tensor, queries: Tensor, keys: Tensor) -> Tensor:
 
 
 def element_attention_weights(scores: Tensor, visible: Tensor, activation: str) -> Tensor:
-    """MEGA's element-wise attention: laplace(s) = (1 + erf((s - μ) / (σ√2))) / 2 with μ = √(1/2), σ = √(1/4π)
-    (the official constants), or relu(s)²; invisible keys get 0."""
+    """MEGA's element-wise attention: laplace(s) = (1 + erf((s - μ) / (σ√2))) / 2 with the exact μ = √(1/2) and
+    σ = √(1/(4π)) (MEGA's code rounds them to 0.707107 and 0.282095, about 2e-7 away), or relu(s)²; invisible keys
+    get 0."""
     if activation == "laplace":
         mu, sigma = math.sqrt(0.5), math.sqrt(0.25 / math.pi)
         weights = 0.5 * (1.0 + torch.erf((scores - mu) / (sigma * math.sqrt(2.0))))

@@ -1,13 +1,17 @@
 """SPADE (Zuo et al., 2022), the state space augmented Transformer, as an spt_hf architecture.
 
 Every layer is the spt_hf Transformer's pair of residual blocks (attention, then GELU feed-forward) with block-local
-attention. In the bottom layer the attention block's mixer also runs spt_hf's S4 layer (modeling_s4.S4Mixer, imported,
-not copied) on the same input, and combines the two as SPADE's released run does (`--s4-local-combine concat`):
+attention. In the bottom layer the attention block's mixer also runs an S4 branch on the same input, and combines the
+two as SPADE's released run does (`--s4-local-combine concat`):
 
-    Y = W [LN(S4(X)), LN(LocalAttention(X))] + b,   W (H, 2H)
+    Y = W [LN(S(X)), LN(LocalAttention(X))] + b,   W (H, 2H)
 
 so the global information of the SSM enters once, at the bottom, and the local attention of the layers above refines
-it. Positions, masks and the feed-forward blocks are the Transformer's (modeling_rotary_transformer.py).
+it. The branch S is released SPADE's: its S4 is built without the pointwise block, S(X) = K * X + D ⊙ X (the S4
+convolution and skip, no activation or output layer). With `s4_pointwise=True` (and in checkpoints saved before that
+field existed) S is spt_hf's whole S4 layer, GLU(Linear(GELU(K * X + D ⊙ X))). Either way the kernel K is spt_hf's S4
+(modeling_s4.S4Mixer, imported, not copied). Positions, masks and the feed-forward blocks are the Transformer's
+(modeling_rotary_transformer.py).
 """
 
 import torch
@@ -41,8 +45,24 @@ class SpadeState(MixerState):
         self.tensors = (*self.attention.tensors, *self.ssm.tensors)
 
 
+class SpadeGlobalBranch(S4Mixer):
+    """The bottom layer's S4 branch: K * u + D ⊙ u (released SPADE), or spt_hf's whole S4 layer with
+    `s4_pointwise=True` (GELU, dropout, Linear(H, 2H), GLU). Same parameter names as the S4 layer, so checkpoints of
+    either form load into it."""
+
+    def __init__(self, config: SpadeConfig, layer_idx: int):
+        super().__init__(config.s4_config(), layer_idx)
+        self.pointwise = config.s4_pointwise
+        if not self.pointwise:  # the linear branch: no activation, dropout or output layer
+            del self.dropout, self.output_linear
+
+    def _output(self, y: Tensor) -> Tensor:
+        return super()._output(y) if self.pointwise else y
+
+
 class SpadeMixer(nn.Module):
-    """Block-local attention; in the bottom layer (`layer_idx == 0`) also the S4 branch and the concat combination.
+    """Block-local attention; in the bottom layer (`layer_idx == 0`) also the S4 branch (`SpadeGlobalBranch`) and the
+    concat combination.
     With `output_attentions`, also the local attention's weights (B, nh, L, L)."""
 
     def __init__(self, config: SpadeConfig, layer_idx: int):
@@ -52,7 +72,7 @@ class SpadeMixer(nn.Module):
         self.has_ssm = layer_idx == 0
         if self.has_ssm:
             hidden = config.hidden_size
-            self.ssm = S4Mixer(config.s4_config(), layer_idx)
+            self.ssm = SpadeGlobalBranch(config, layer_idx)
             self.norm_global = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
             self.norm_local = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
             self.aggregate = nn.Linear(2 * hidden, hidden)

@@ -132,12 +132,26 @@ class SPTTrainingArguments(TrainingArguments):
 
         if self.disable_tqdm is None:  # progress bars where a person watches a terminal, not in logs
             self.disable_tqdm = not sys.stderr.isatty()
+        require_reporting_packages(self.report_to)
         if not _has_accelerator(torch):
             # CPU-only machine: nothing to pin to, and accelerate treats a multi-process launch as CPU data
             # parallelism (gloo) only when asked to use the CPU.
             self.dataloader_pin_memory = False
             self.use_cpu = True
         super().__post_init__()
+
+
+def require_reporting_packages(report_to) -> None:
+    """`report_to: tensorboard` needs the optional tensorboard package (spt_hf's `extras`); say so in one line before
+    transformers' Trainer fails on it."""
+    import importlib.util
+
+    requested = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    if "tensorboard" in requested and not any(importlib.util.find_spec(m) for m in ("tensorboard", "tensorboardX")):
+        raise ImportError(
+            '`report_to: tensorboard` needs the `tensorboard` package: pip install "spt_hf[extras]" (pinned '
+            'versions: pip install -c constraints.txt "spt_hf[extras]").'
+        )
 
 
 def _has_accelerator(torch) -> bool:

@@ -9,6 +9,7 @@ other's checkpoints. The phase names are the same everywhere (CLI, folders, resu
 
 import dataclasses
 import math
+import os
 import time
 from pathlib import Path
 
@@ -121,7 +122,7 @@ def _pretrain(recipe: Recipe, fingerprint: dict, callbacks: list | None) -> dict
         results["data"]["pretraining_fingerprint"] = data_fingerprint.to_dict()
         _write_phase_results(output_dir, results)
         push_phase(recipe.training)
-    _summary("spt", results)
+        _summary("spt", results)  # once, by the main process (every process of a launch gets here)
     return results
 
 
@@ -174,7 +175,7 @@ def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict
     if trainer.is_world_process_zero():
         _write_phase_results(recipe.training.output_dir, results)
         push_phase(recipe.training)
-    _summary(phase, results)
+        _summary(phase, results)  # once, by the main process (every process of a launch gets here)
     return results
 
 
@@ -222,6 +223,8 @@ def _refuse_persistent_workers(recipe: Recipe) -> None:
 
 def _finished(phase: str, recipe: Recipe, results: dict) -> dict:
     folder = recipe.training.output_dir
+    if os.environ.get("RANK", "0") != "0":  # a launched process other than the main one (no Trainer exists yet)
+        return results
     print(
         f"spt_hf: the {phase} phase in {folder} is finished ({results['budget']['steps']} steps; "
         f"{_headline_metric(results)}): nothing to do. `--overwrite_output_dir true` trains it again.",
@@ -231,7 +234,7 @@ def _finished(phase: str, recipe: Recipe, results: dict) -> dict:
 
 
 def _summary(phase: str, results: dict) -> None:
-    """The one line that ends a phase: metric, steps, time, where the results went."""
+    """The one line that ends a phase: metric, steps, time, where the results went (main process only)."""
     minutes = (results["budget"]["wall_time_s"] or 0) / 60
     print(
         f"spt_hf: {phase} done in {minutes:.1f} min, {results['budget']['steps']} steps; {_headline_metric(results)};"
@@ -290,6 +293,7 @@ def _train_and_evaluate(trainer: SPTTrainer, recipe, task: TaskData, phase: str,
     output_dir = recipe.training.output_dir
     resume = latest_complete_checkpoint(output_dir)
     if resume:
+        _check_resumed_form(trainer.model, resume)
         print(f"spt_hf: resuming {phase} from {resume}", flush=True)
     train_output = trainer.train(resume_from_checkpoint=resume)
     curve = list(trainer.state.log_history)
@@ -312,6 +316,24 @@ def _train_and_evaluate(trainer: SPTTrainer, recipe, task: TaskData, phase: str,
     export_model(trainer, output_dir)
     wall = time.perf_counter() - start
     return phase_results(phase, recipe, task, trainer, train_output, evaluations, curve, wall)
+
+
+def _check_resumed_form(model, checkpoint: str) -> None:
+    """A checkpoint written before a field that changed an architecture's arithmetic existed (`saved_defaults` of its
+    config: SPADE's `s4_pointwise`, Linformer's `bias_after_projection`) holds the old form; resuming it into a model
+    of the new default would drop or misuse weights. Refuse in one line naming the field to set."""
+    fields = getattr(type(model.config), "saved_defaults", {})
+    if not fields or not Path(checkpoint, "config.json").is_file():
+        return
+    saved = type(model.config).from_json_file(Path(checkpoint, "config.json"))
+    for name in fields:
+        if getattr(saved, name) != getattr(model.config, name):
+            raise ValueError(
+                f"{checkpoint} was saved with `{name}: {str(getattr(saved, name)).lower()}` and this recipe builds "
+                f"`{name}: {str(getattr(model.config, name)).lower()}`; add `{name}: "
+                f"{str(getattr(saved, name)).lower()}` to the recipe to resume it, or `--overwrite_output_dir true` "
+                "to train the phase afresh."
+            )
 
 
 def export_model(trainer: SPTTrainer, output_dir: str) -> None:

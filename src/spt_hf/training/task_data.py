@@ -76,8 +76,10 @@ def load_task_data(recipe: Recipe) -> TaskData:
         from transformers import AutoTokenizer
 
         from ..data.retokenize import retokenize_task
+        from ..modeling.configuration_backbone import backbone_checkpoint
 
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+        with backbone_checkpoint(tokenizer_source):
+            tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
         splits, spec = retokenize_task(splits, spec, tokenizer, name=tokenizer_source)
     return TaskData(spec, splits, data_dir, generated)
 
