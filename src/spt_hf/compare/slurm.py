@@ -252,10 +252,26 @@ class JobRecord:
 
     def __init__(self, output_dir: str | Path):
         self.path = Path(output_dir) / JOBS_FILE
-        try:
+        self.jobs: dict = {}
+        self.reload()
+
+    def reload(self) -> "JobRecord":
+        with contextlib.suppress(ValueError):
             self.jobs = json.loads(self.path.read_text()) if self.path.is_file() else {}
-        except ValueError:
-            self.jobs = {}
+        return self
+
+    @contextlib.contextmanager
+    def locked(self):
+        """Held while a driver checks the record and submits (one driver at a time per output folder)."""
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.parent / "jobs.lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield self
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def add(self, phase: str, job_id: str, folder: str) -> None:
         self.jobs[phase] = {"job_id": job_id, "submitted": time.strftime("%Y-%m-%d %H:%M:%S"), "folder": folder}
@@ -392,6 +408,14 @@ def run_slurm(jobs, on_event: Event, options: dict, output_dir: Path, parallel: 
     waiting_for_limit = False
 
     def submit(job) -> str | None:
+        with record.locked():  # a second driver on the same output folder attaches instead of submitting twice
+            other = record.reload().jobs.get(job.id, {}).get("job_id")
+            if other and other not in live.values() and job_alive(other):
+                on_event(job, "queued", f"re-attached to Slurm job {other} (submitted by another compare)")
+                return other
+            return submit_unlocked(job)
+
+    def submit_unlocked(job) -> str | None:
         nonlocal waiting_for_limit
         extra = {"kill_on_invalid_dep": "yes"}
         if job.depends_on in live:
