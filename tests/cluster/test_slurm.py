@@ -174,7 +174,7 @@ def phase_dirs(out: Path, overrides: dict, architectures=("dlr",)) -> dict[str, 
         output_dir=str(out),
         overrides=overrides,
     )
-    return {job.id: job.phase_dir for job in build_plan(spec)}
+    return {job.id: job.phase_dir for job in build_plan(spec).jobs}
 
 
 def test_a_failing_phase_fails_its_job_and_its_finetuning_is_blocked_not_waited_for(slurm, tmp_path):

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from spt_hf.compare import Progress
 from spt_hf.compare.slurm import JobRecord, last_meaningful_line, parse_minutes
+from spt_hf.compare.state import Progress
+from spt_hf.training.run_folder import PhaseState
 
 
 @pytest.mark.parametrize(
@@ -60,8 +61,9 @@ def test_the_progress_line_follows_a_requeued_job(capsys):
         id = "a/spt"
 
     progress = Progress(total=1, parallel=1)
-    for state in ("queued", "pending", "running", "running", "pending", "running", "done"):
+    states = ("queued", "queued", "running", "running", "queued", "running", "finished")
+    for state in (PhaseState(state) for state in states):
         progress(Job(), state, "")
     lines = capsys.readouterr().out.splitlines()
     running = [int(line.split(" running")[0].rsplit(" ", 1)[1]) for line in lines]
-    assert running == [0, 0, 1, 0, 1, 0] and "1 done" in lines[-1]  # a repeated "running" prints nothing
+    assert running == [0, 0, 1, 0, 1, 0] and "1 finished" in lines[-1]  # a repeated "running" prints nothing

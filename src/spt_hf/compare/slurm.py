@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..checkpoints import write_json_atomic
+from ..training.run_folder import PhaseState, phase_status
 
 JOBS_FILE = Path(".compare") / "jobs.json"
 ENDED = {
@@ -384,9 +385,10 @@ def slurm_parameters(options: dict) -> tuple[dict, int]:
     return parameters, requeues
 
 
-def run_slurm(jobs, on_event: Event, options: dict, output_dir: Path, parallel: int) -> dict:
+def run_slurm(jobs, on_event: Event, options: dict, output_dir: Path, parallel: int, world_size: int = 1) -> dict:
     """Submit the phases (at most `parallel` queued or running at once), re-attaching to the jobs of an earlier call
-    that are still queued or running; watch them until each ends. Returns {phase id: done | failed | blocked}."""
+    that are still queued or running; watch them until each ends. Returns {phase id: FINISHED | FAILED | BLOCKED}
+    (`PhaseState`); a phase is FINISHED when its job COMPLETED and `phase_status` finds it finished."""
     import submitit
 
     check_accounting()
@@ -403,7 +405,7 @@ def run_slurm(jobs, on_event: Event, options: dict, output_dir: Path, parallel: 
     for phase, job_id in attached.items():
         if phase in by_id:
             live[phase] = job_id
-            on_event(by_id[phase], "queued", f"re-attached to Slurm job {job_id}")
+            on_event(by_id[phase], PhaseState.QUEUED, f"re-attached to Slurm job {job_id}")
     pending = [job for job in jobs if job.id not in live]
     waiting_for_limit = False
 
@@ -411,7 +413,7 @@ def run_slurm(jobs, on_event: Event, options: dict, output_dir: Path, parallel: 
         with record.locked():  # a second driver on the same output folder attaches instead of submitting twice
             other = record.reload().jobs.get(job.id, {}).get("job_id")
             if other and other not in live.values() and job_alive(other):
-                on_event(job, "queued", f"re-attached to Slurm job {other} (submitted by another compare)")
+                on_event(job, PhaseState.QUEUED, f"re-attached to Slurm job {other} (submitted by another compare)")
                 return other
             return submit_unlocked(job)
 
@@ -453,9 +455,9 @@ def run_slurm(jobs, on_event: Event, options: dict, output_dir: Path, parallel: 
         while pending or live:
             for job in list(pending):
                 dependency = job.depends_on
-                if dependency in finished and finished[dependency] != "done":
+                if dependency in finished and finished[dependency] != PhaseState.FINISHED:
                     pending.remove(job)
-                    end(job.id, "blocked", f"{dependency} did not finish")
+                    end(job.id, PhaseState.BLOCKED, f"{dependency} did not finish")
                     continue
                 if dependency in by_id and dependency not in finished and dependency not in live:
                     continue  # its dependency is not queued yet
@@ -466,44 +468,42 @@ def run_slurm(jobs, on_event: Event, options: dict, output_dir: Path, parallel: 
                     break
                 pending.remove(job)
                 live[job.id] = job_id
-                on_event(job, "queued", f"Slurm job {job_id}")
+                on_event(job, PhaseState.QUEUED, f"Slurm job {job_id}")
             states = job_states(list(live.values()))
             for phase, job_id in list(live.items()):
                 state, reason, exit_code = states.get(job_id, ("UNKNOWN", "", ""))
                 job = by_id[phase]
                 if state == "COMPLETED":
-                    from . import phase_state
-
-                    if phase_state(job)[0] == "finished":
-                        end(phase, "done", "")
+                    if phase_status(job.load_recipe(), job.phase, world_size=world_size).state == PhaseState.FINISHED:
+                        end(phase, PhaseState.FINISHED, "")
                     else:
                         why = f"Slurm job {job_id} COMPLETED but {job.phase_dir} holds no finished phase"
-                        end(phase, "failed", why)
+                        end(phase, PhaseState.FAILED, why)
                 elif state in ENDED:
                     dependency = job.depends_on
-                    if state == "CANCELLED" and dependency in finished and finished[dependency] != "done":
-                        end(phase, "blocked", f"{dependency} did not finish; Slurm cancelled job {job_id}")
+                    if state == "CANCELLED" and dependency in finished and finished[dependency] != PhaseState.FINISHED:
+                        end(phase, PhaseState.BLOCKED, f"{dependency} did not finish; Slurm cancelled job {job_id}")
                     else:
-                        end(phase, "failed", failure_detail(job, job_id, folder, state, reason, exit_code))
+                        end(phase, PhaseState.FAILED, failure_detail(job, job_id, folder, state, reason, exit_code))
                 elif state == "PENDING" and reason in NEVER_RUNS:
                     dependency = job.depends_on
                     cancel([job_id])
                     if reason == "DependencyNeverSatisfied" and dependency in by_id:
-                        end(phase, "blocked", f"{dependency} did not finish; cancelled Slurm job {job_id}")
+                        end(phase, PhaseState.BLOCKED, f"{dependency} did not finish; cancelled Slurm job {job_id}")
                     else:
-                        end(phase, "failed", f"Slurm will not run job {job_id} ({reason}); cancelled it")
+                        end(phase, PhaseState.FAILED, f"Slurm will not run job {job_id} ({reason}); cancelled it")
                 else:
-                    label = {"RUNNING": "running", "COMPLETING": "running"}.get(state, "pending")
-                    shown = f"{label}:{reason}" if label == "pending" else label
+                    label = PhaseState.RUNNING if state in ("RUNNING", "COMPLETING") else PhaseState.QUEUED
+                    shown = f"{label}:{reason}" if label == PhaseState.QUEUED else label
                     if seen.get(phase) != shown:
                         seen[phase] = shown
                         why = f"Slurm job {job_id} {state}" + (f", {reason}" if reason and reason != "None" else "")
                         on_event(job, label, why)
             # a phase whose dependency failed: Slurm cancels it (kill-on-invalid-dep); do not wait for that
             for phase in [p for p in live if by_id[p].depends_on in finished]:
-                if finished[by_id[phase].depends_on] != "done":
+                if finished[by_id[phase].depends_on] != PhaseState.FINISHED:
                     cancel([live[phase]])
-                    end(phase, "blocked", f"{by_id[phase].depends_on} did not finish; cancelled Slurm job")
+                    end(phase, PhaseState.BLOCKED, f"{by_id[phase].depends_on} did not finish; cancelled Slurm job")
             if pending or live:
                 time.sleep(POLL_S)
     except KeyboardInterrupt:
