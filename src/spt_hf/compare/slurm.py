@@ -114,6 +114,8 @@ class SlurmPhase(_checkpointable_base()):
         if status < 0:  # killed by a signal (the OOM killer, a kill): the phase could not say so itself
             with open(self.log, "a") as handle:
                 handle.write(f"spt_hf: the phase was killed by {signal.Signals(-status).name} (exit status {status})\n")
+        if status == 0:  # finished: a late checkpoint signal must not kill this process as it writes the result
+            signal.signal(signal.SIGUSR2, signal.SIG_IGN)
         if status == INTERRUPTED_EXIT:  # it saved and stopped on submitit's signal: the handler requeues this job
             time.sleep(60)  # (and exits from within this sleep)
         if status != 0:
@@ -439,6 +441,9 @@ def run_slurm(jobs, on_event: Event, options: dict, output_dir: Path, parallel: 
         record.add(job.id, str(handle.job_id), folder)
         return str(handle.job_id)
 
+    def finished_phase(job) -> bool:
+        return phase_status(job.load_recipe(), job.phase, world_size=world_size).state == PhaseState.FINISHED
+
     def end(phase: str, state: str, detail: str) -> None:
         finished[phase] = state
         live.pop(phase, None)
@@ -474,14 +479,21 @@ def run_slurm(jobs, on_event: Event, options: dict, output_dir: Path, parallel: 
                 state, reason, exit_code = states.get(job_id, ("UNKNOWN", "", ""))
                 job = by_id[phase]
                 if state == "COMPLETED":
-                    if phase_status(job.load_recipe(), job.phase, world_size=world_size).state == PhaseState.FINISHED:
+                    if finished_phase(job):
                         end(phase, PhaseState.FINISHED, "")
                     else:
                         why = f"Slurm job {job_id} COMPLETED but {job.phase_dir} holds no finished phase"
                         end(phase, PhaseState.FAILED, why)
                 elif state in ENDED:
                     dependency = job.depends_on
-                    if state == "CANCELLED" and dependency in finished and finished[dependency] != PhaseState.FINISHED:
+                    if finished_phase(job):  # the phase folder decides: it finished (a late signal failed the job)
+                        end(phase, PhaseState.FINISHED, f"Slurm job {job_id} ended {state} after the phase finished")
+                    elif state == "CANCELLED" and finished.get(dependency) == PhaseState.FINISHED:
+                        # Slurm cancelled it for a dependency that failed as a job but finished as a phase
+                        live.pop(phase)
+                        seen.pop(phase, None)
+                        pending.insert(0, job)
+                    elif state == "CANCELLED" and dependency in finished:
                         end(phase, PhaseState.BLOCKED, f"{dependency} did not finish; Slurm cancelled job {job_id}")
                     else:
                         end(phase, PhaseState.FAILED, failure_detail(job, job_id, folder, state, reason, exit_code))
