@@ -91,6 +91,10 @@ def _checkpointable_base():
     return Checkpointable
 
 
+def _block_save_signal() -> None:
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
+
+
 class SlurmPhase(_checkpointable_base()):
     """What a Slurm job runs: the phase's command, its output appended to its log. A non-zero exit raises (the job
     fails with it); on submitit's checkpoint signal the phase is told to save and stop, and the job is requeued with
@@ -105,7 +109,11 @@ class SlurmPhase(_checkpointable_base()):
         with open(self.log, "a") as handle:
             handle.write(f"$ {' '.join(self.command)}  # Slurm job {os.environ.get('SLURM_JOB_ID', '?')}\n")
             handle.flush()
-            process = subprocess.Popen(self.command, stdout=handle, stderr=subprocess.STDOUT, env=env)
+            # The checkpoint signal is blocked in the phase until its handler is installed (it unblocks it): one
+            # that arrives while the phase still imports waits for it instead of killing it unsaved.
+            process = subprocess.Popen(
+                self.command, stdout=handle, stderr=subprocess.STDOUT, env=env, preexec_fn=_block_save_signal
+            )
             _running["process"] = process
             try:
                 status = process.wait()

@@ -41,6 +41,8 @@ class SaveOnSignal(TrainerCallback):
         remembered, and training saves and stops at its first step boundary."""
         if threading.current_thread() is threading.main_thread():
             signal.signal(SAVE_SIGNAL, lambda signum, frame: SaveOnSignal.early.append(signum))
+            # (compare's Slurm jobs start the phase with the signal blocked until now; one sent meanwhile arrives here)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {SAVE_SIGNAL})
 
     def install(self) -> None:
         if threading.current_thread() is threading.main_thread():
