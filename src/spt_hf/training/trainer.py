@@ -47,6 +47,7 @@ class SaveOnSignal(TrainerCallback):
     def install(self) -> None:
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(SAVE_SIGNAL, self._handle)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {SAVE_SIGNAL})
 
     def uninstall(self) -> None:
         if self._previous is not None:
