@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ..checkpoints import write_json_atomic
 from ..training.run_folder import PhaseState, phase_status
+from .processes import PhaseProcesses, job_command
 
 JOBS_FILE = Path(".compare") / "jobs.json"
 ENDED = {
@@ -100,19 +101,28 @@ class SlurmPhase(_checkpointable_base()):
     fails with it); on submitit's checkpoint signal the phase is told to save and stop, and the job is requeued with
     this same callable, so the phase resumes from the checkpoint it just saved."""
 
-    def __init__(self, command: list[str], log: str, environment: dict | None = None):
-        self.command, self.log, self.environment = list(command), str(log), dict(environment or {})
+    def __init__(self, words: list[str], layout: PhaseProcesses, log: str, environment: dict | None = None):
+        self.words, self.layout, self.environment = list(words), layout, dict(environment or {})
+        self.log = str(log)
 
     def __call__(self) -> int:
-        Path(self.log).parent.mkdir(parents=True, exist_ok=True)
+        command, rank = job_command(self.words, self.layout)  # this machine's processes of the phase
+        log = self.log if not rank else str(Path(self.log).with_suffix(f".machine{rank}.log"))
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "TQDM_DISABLE": "1", **self.environment}
-        with open(self.log, "a") as handle:
-            handle.write(f"$ {' '.join(self.command)}  # Slurm job {os.environ.get('SLURM_JOB_ID', '?')}\n")
+        with open(log, "a") as handle:
+            handle.write(f"$ {' '.join(command)}  # Slurm job {os.environ.get('SLURM_JOB_ID', '?')}\n")
             handle.flush()
             # The checkpoint signal is blocked in the phase until its handler is installed (it unblocks it): one
-            # that arrives while the phase still imports waits for it instead of killing it unsaved.
+            # that arrives while the phase still imports waits for it instead of killing it unsaved. The phase is
+            # its own process group, so that the signal reaches every process `accelerate launch` starts.
             process = subprocess.Popen(
-                self.command, stdout=handle, stderr=subprocess.STDOUT, env=env, preexec_fn=_block_save_signal
+                command,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=_block_save_signal,
+                process_group=0,
             )
             _running["process"] = process
             try:
@@ -135,7 +145,8 @@ class SlurmPhase(_checkpointable_base()):
         requeue the same command (it resumes from the newest complete checkpoint)."""
         process = _running.get("process")
         if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGUSR2)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGUSR2)  # (a launcher keeps it blocked; its phase processes save)
             # (if it does not stop in time, the requeued job resumes from the newest complete checkpoint anyway)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=max(10, int(os.environ.get("SPT_HF_SAVE_WAIT_S", "60"))))
@@ -383,7 +394,9 @@ def slurm_parameters(options: dict) -> tuple[dict, int]:
         "timeout_min": timeout,
         "name": options.pop("name", "spt-hf"),
         "slurm_signal_delay_s": delay,
+        "tasks_per_node": 1,  # one task per machine runs that machine's processes of the phase (`job_command`)
     }
+
     requeues = int(options.pop("max_num_timeout", 10))
     if options.get("partition") is None:
         options.pop("partition", None)
@@ -395,14 +408,20 @@ def slurm_parameters(options: dict) -> tuple[dict, int]:
     return parameters, requeues
 
 
-def run_slurm(jobs, on_event: Event, options: dict, output_dir: Path, parallel: int, world_size: int = 1) -> dict:
+def run_slurm(
+    jobs, on_event: Event, options: dict, output_dir: Path, parallel: int, layout: PhaseProcesses | None = None
+) -> dict:
     """Submit the phases (at most `parallel` queued or running at once), re-attaching to the jobs of an earlier call
     that are still queued or running; watch them until each ends. Returns {phase id: FINISHED | FAILED | BLOCKED}
     (`PhaseState`); a phase is FINISHED when its job COMPLETED and `phase_status` finds it finished."""
     import submitit
 
+    layout = layout or PhaseProcesses()
+    world_size = layout.processes
     check_accounting()
     parameters, requeues = slurm_parameters(options)
+    if layout.machines > 1:
+        parameters["nodes"] = layout.machines
     folder = str(options.get("folder") or Path(output_dir).resolve() / "submitit" / "%j")
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm", slurm_max_num_timeout=requeues)
     executor.update_parameters(**parameters)
@@ -436,7 +455,7 @@ def run_slurm(jobs, on_event: Event, options: dict, output_dir: Path, parallel: 
         noise = io.StringIO()
         try:
             with contextlib.redirect_stderr(noise):
-                handle = executor.submit(SlurmPhase(job.command(), str(job.log)))
+                handle = executor.submit(SlurmPhase(job.words, layout, str(job.log)))
         except Exception as error:  # sbatch refused
             why = _first_error(str(error) or noise.getvalue())
             if SUBMIT_LIMIT.search(why) and live:

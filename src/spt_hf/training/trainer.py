@@ -22,7 +22,7 @@ INTERRUPTED_EXIT = 75  # the exit status of a phase that saved a checkpoint on t
 
 
 class SaveOnSignal(TrainerCallback):
-    """On `SAVE_SIGNAL`: save a checkpoint at the next step boundary and stop training (`SPTTrainer.train` then
+    """On `SAVE_SIGNAL`: save a checkpoint at the next step boundary and stop training (`PhaseTrainer.train` then
     exits with `INTERRUPTED_EXIT`, without evaluating or exporting, so that the same command resumes exactly from
     that checkpoint)."""
 
@@ -55,20 +55,47 @@ class SaveOnSignal(TrainerCallback):
             self._previous = None
 
     def on_step_end(self, args, state, control, **kwargs):
+        if args.world_size > 1:  # every process stops at the same step, whichever of them got the signal first
+            self.received = _agreed_signal(self.received, args.device)
         if self.received is not None:
             control.should_save = True
             control.should_training_stop = True
         return control
 
 
-class SPTTrainer(Trainer):
+def _agreed_signal(received: int | None, device) -> int | None:
+    """The signal some process of a distributed phase received (a step's all-reduce of one number), else None."""
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        return received
+    flag = torch.tensor([0 if received is None else int(received)], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return int(flag.item()) or None
+
+
+class PhaseTrainer(Trainer):
     """`Trainer` with spt_hf's optimiser groups (SSM learning rates, no decay on norms and SSM parameters), the epoch
     handed to datasets that draw per-epoch randomness (the SPT masks of `IndexedExamples`), and checkpoints that are
     complete or absent: each is written into a staging folder, given a manifest of the sha256 of its files, and
-    renamed into place (`run_folder.commit_checkpoint`); a full disk is one clear error."""
+    renamed into place (`run_folder.commit_checkpoint`); a full disk is one clear error. A process that sees several
+    GPUs is refused (no `nn.DataParallel`): a phase runs one process per GPU."""
 
     _staging_root: Path | None = None
     _push_after_commit = False
+
+    def __init__(self, *args, **kwargs):
+        training_args = kwargs.get("args", args[1] if len(args) > 1 else None)
+        if training_args is not None and training_args.n_gpu > 1:
+            # transformers would wrap the model in nn.DataParallel: one process stepping on n_gpu x the batch, while
+            # world_size (results.json, the recipe fingerprint) says one process of the per-device batch.
+            raise ValueError(
+                f"{training_args.n_gpu} GPUs are visible to one process; spt_hf runs one process per GPU, not "
+                f"nn.DataParallel: `accelerate launch --num_processes {training_args.n_gpu} -m spt_hf ...` (or "
+                "`spt-hf compare --accelerate-config`), or CUDA_VISIBLE_DEVICES=0 for one GPU."
+            )
+        super().__init__(*args, **kwargs)
 
     def train(self, *args, **kwargs):
         """`Trainer.train`; on `SAVE_SIGNAL` it saves a checkpoint at the next step boundary and the process exits
@@ -216,3 +243,6 @@ def classification_metrics(problem_type: str) -> Callable[[EvalPrediction], dict
 
 def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+SPTTrainer = PhaseTrainer  # the name before the rename, for code that imports it
