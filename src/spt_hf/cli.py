@@ -208,7 +208,9 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--budget", choices=("equal", "tied"), help="default: as the recipes say (total_steps)")
     parser.add_argument("--launcher", choices=("local", "submitit", "ray"))
-    parser.add_argument(*spellings("--max_parallel"), type=int, help="phases at once (local launcher)")
+    parser.add_argument(
+        *spellings("--max_parallel"), type=int, help="phases at once (local; on Slurm: jobs queued or running)"
+    )
     parser.add_argument(
         *spellings("--dry_run"), action="store_true", help="print the plan and what is finished; run nothing"
     )
@@ -229,6 +231,11 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
         *spellings("--submitit_gpus_per_node"), type=int, help="GPUs per machine of a phase (a process each)"
     )
     parser.add_argument(*spellings("--submitit_nodes"), type=int, help="machines per phase (default 1)")
+    parser.add_argument(*spellings("--submitit_qos"), help="Slurm QOS of the jobs")
+    parser.add_argument(*spellings("--submitit_account"), help="Slurm account of the jobs")
+    parser.add_argument(
+        "--cancel", action="store_true", help="cancel the Slurm jobs of this comparison still queued or running"
+    )
     parser.add_argument(*spellings("--ray_address"), help="a running Ray cluster (default: a local instance)")
     parser.add_argument(*spellings("--ray_num_cpus"), type=float, help="CPUs per phase (default 1)")
     parser.add_argument(*spellings("--ray_num_gpus"), type=float, help="GPUs per phase, a process each (default 0)")
@@ -284,6 +291,9 @@ def recipe_command(args, rest: list[str]) -> int:
         )
     overrides = parse_overrides(rest)
     from .training import pipeline
+    from .training.trainer import SaveOnSignal
+
+    SaveOnSignal.catch_early()  # a Slurm job's time-limit signal: save a checkpoint and stop, never die unsaved
 
     if getattr(args, "dry_run", False):
         phase = "spt" if args.command == "spt" else "finetune"
@@ -357,6 +367,13 @@ def compare_command(args, rest) -> int:
     unknown = sorted(set(values) - set(CompareSpec.__dataclass_fields__))
     if unknown:
         raise ValueError(f"Unknown comparison key(s) {unknown}; allowed: {sorted(CompareSpec.__dataclass_fields__)}.")
+    if args.cancel:
+        from .compare.slurm import cancel_recorded
+
+        output_dir = values.get("output_dir", CompareSpec.__dataclass_fields__["output_dir"].default)
+        ids = cancel_recorded(output_dir)
+        print(f"compare: cancelled {len(ids)} Slurm job(s) of {output_dir}{': ' + ' '.join(ids) if ids else ''}")
+        return 0
     if "tasks" not in values or "architectures" not in values:
         raise ValueError("`spt-hf compare` needs --tasks and --architectures (or a --config YAML that lists them).")
     if args.estimate and not args.dry_run:

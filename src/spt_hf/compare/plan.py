@@ -37,13 +37,14 @@ class CompareSpec:
         budget: None as the recipes say; "equal": each phase its own recipe's steps; "tied": SPT and finetuning
             share `total_steps` (split by `spt_fraction`) and the baseline phase gets all of it.
         launcher: "local" (subprocesses), "submitit" (Slurm jobs), "ray" (Ray tasks).
-        max_parallel: phases run at once by the local launcher.
+        max_parallel: phases run at once by the local launcher; jobs queued or running at once on Slurm.
         overrides: recipe keys set in every phase (`--key value` on the command line).
         task_overrides: recipe keys set in every phase of one task: {task: {key: value}} (YAML only).
         accelerate_config: run each phase under `accelerate launch --config_file` this file (a path or a shipped
             name such as `accelerate/multi_gpu.yaml`; every launcher).
         submitit: `cluster` (slurm | local | debug), `partition`, `timeout_min`, `nodes`, `gpus_per_node` (one
-            process per GPU), `processes_per_node` (without GPUs), `cpus_per_task`, `mem_gb`, `folder`.
+            process per GPU), `processes_per_node` (without GPUs), `cpus_per_task`, `mem_gb`, `account`, `qos`,
+            `signal_delay_s`, `max_num_timeout`, `folder` (docs/compare.md).
         ray: `address` (default: a local instance), `num_cpus` and `num_gpus` per phase (one process per GPU),
             `processes` (without GPUs), `max_retries` (of a phase whose worker or process was killed; default 2).
         skip_missing_pairs: plan every (task, architecture) that has a recipe pair and list the others (in the

@@ -59,8 +59,13 @@ class Progress:
 
     def __call__(self, job, state: PhaseState, detail: str) -> None:
         if state == PhaseState.RUNNING:
+            if job.id in self.started:  # a Slurm job reported again (it never stopped)
+                return
             self.started[job.id] = time.monotonic()
             self.counts[PhaseState.RUNNING] += 1
+        elif state == PhaseState.QUEUED and job.id in self.started:  # requeued by Slurm: it waits again
+            self.started.pop(job.id)
+            self.counts[PhaseState.RUNNING] -= 1
         elif state in ENDED:
             if job.id in self.started:
                 self.durations.append(time.monotonic() - self.started.pop(job.id))
