@@ -2,11 +2,11 @@
 
     spt-hf spt --config RECIPE.yaml [--key value ...]        self-pretraining (alias: spt-hf pretrain)
     spt-hf finetune --config RECIPE.yaml [--key value ...]   finetuning from --model_name_or_path, or from scratch
-    spt-hf run --config RECIPE-spt.yaml [--with-scratch]     SPT, finetuning (and the scratch baseline), the report
+    spt-hf run --config RECIPE-spt.yaml [--with_scratch]     SPT, finetuning (and the scratch baseline), the report
     spt-hf compare --tasks T... --architectures A... [...]   the comparison table over seeds, resumable
     spt-hf report RUN_DIR [RUN_DIR ...]                      the comparison table and plots of finished runs
-    spt-hf push RUN_OR_CHECKPOINT_DIR --repo-id NAME         a checkpoint and its model card to the Hub
-    spt-hf generate-data TASK --out DIR --num-train N ...    ListOps / Pathfinder data in the LRA layout
+    spt-hf push RUN_OR_CHECKPOINT_DIR --repo_id NAME         a checkpoint and its model card to the Hub
+    spt-hf generate-data TASK --out DIR --num_train N ...    ListOps / Pathfinder data in the LRA layout
     spt-hf recipes [FOLDER]                                  the recipes shipped with spt_hf (path NAME: one file)
     spt-hf demo                                              the README's main job
 
@@ -69,6 +69,13 @@ def is_user_error(error: BaseException) -> bool:
 # ----------------------------------------------------------------------------------------------------------------
 
 
+def spellings(option: str) -> tuple[str, ...]:
+    """An option's names: `--words_with_underscores`, the CLI's one convention (that of the recipe keys, which are
+    TrainingArguments and config fields, and of transformers' own HfArgumentParser), then the hyphenated alias
+    `--words-with-hyphens` (which spt_hf's own options used first; HfArgumentParser accepts it too)."""
+    return (option, option.replace("_", "-")) if "_" in option else (option,)
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", help="show the traceback of errors")
@@ -85,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, aliases, text in (
         ("spt", ["pretrain"], "self-pretrain on the task's train split only (recipe <arch>-spt.yaml)"),
         ("finetune", [], "finetune from --model_name_or_path (an SPT checkpoint), or train from scratch without it"),
-        ("run", [], "SPT, then finetuning from it (and --with-scratch: the scratch baseline), then the report"),
+        ("run", [], "SPT, then finetuning from it (and --with_scratch: the scratch baseline), then the report"),
     ):
         sub = command(
             name,
@@ -99,8 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("-h", "--help", action="store_true", help="list every recipe key, in groups")
         sub.add_argument("--config", metavar="RECIPE.yaml", help="a recipe file or a shipped recipe's name")
         if name == "run":
-            sub.add_argument("--finetune-config", metavar="RECIPE.yaml", help="default: <name>-finetune.yaml")
-            sub.add_argument("--with-scratch", action="store_true", help="also train the scratch baseline")
+            sub.add_argument(
+                *spellings("--finetune_config"), metavar="RECIPE.yaml", help="default: <name>-finetune.yaml"
+            )
+            sub.add_argument(*spellings("--with_scratch"), action="store_true", help="also train the scratch baseline")
 
     text = "the comparison table (tasks x architectures x seeds, scratch and SPT), run or resumed, then the report"
     add_compare_arguments(command("compare", compare_command, text))
@@ -111,11 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     push = command("push", push_command, "push a checkpoint folder, or one phase of a run folder, to the Hub")
     push.add_argument("path", help="a checkpoint folder (config.json + model.safetensors) or a `spt-hf run` folder")
-    push.add_argument("--repo-id", required=True, help="the Hub repository, NAMESPACE/NAME (created if needed)")
+    push.add_argument(
+        *spellings("--repo_id"), required=True, help="the Hub repository, NAMESPACE/NAME (created if needed)"
+    )
     push.add_argument("--phase", choices=("spt", "finetune", "scratch"), help="the phase of a run folder (default spt)")
     push.add_argument("--private", action="store_true", help="create the repository as private")
     push.add_argument("--revision", help="push to this branch (created from main if it does not exist)")
-    push.add_argument("--commit-message", help="the commit message (default: phase and steps)")
+    push.add_argument(*spellings("--commit_message"), help="the commit message (default: phase and steps)")
 
     generate = command("generate-data", generate_command, "write ListOps / Pathfinder / PathX data in the LRA layout")
     add_generate_arguments(generate, common)
@@ -136,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--key value pairs override recipe keys in every phase",
     )
     demo.set_defaults(takes_overrides=True)
-    demo.add_argument("--output-dir", default="runs/demo")
+    demo.add_argument(*spellings("--output_dir"), default="runs/demo")
     demo.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     demo.add_argument("--architectures", nargs="+", default=["transformer"])
     return parser
@@ -148,30 +159,36 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", nargs="+", help="tasks, as in the recipe names (listops, text, digits, ...)")
     parser.add_argument("--architectures", nargs="+", help="architectures, as in the recipe names (s4, dlr, ...)")
     parser.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0 1 2)")
-    parser.add_argument("--recipes-dir", help="recipes (the paper's, default), recipes/cpu, or a folder")
-    parser.add_argument("--output-dir", help="run folders and the report (default runs/compare)")
+    parser.add_argument(*spellings("--recipes_dir"), help="recipes (the paper's, default), recipes/cpu, or a folder")
+    parser.add_argument(*spellings("--output_dir"), help="run folders and the report (default runs/compare)")
     parser.add_argument(
-        "--with-scratch",
-        action=argparse.BooleanOptionalAction,
+        *spellings("--with_scratch"), action="store_true", default=None, help="train the baseline phase too (default)"
+    )
+    parser.add_argument(
+        *spellings("--no_scratch"),
+        *spellings("--no_with_scratch"),
+        dest="with_scratch",
+        action="store_false",
         default=None,
-        help="train the scratch baseline too (default: yes)",
+        help="leave the baseline phase out",
     )
-    parser.add_argument(
-        "--no-scratch", dest="with_scratch", action="store_false", default=None, help="the same as --no-with-scratch"
-    )
-    parser.add_argument("--num-train-examples", nargs="+", help="training set sizes (`full` for all of it)")
+    parser.add_argument(*spellings("--num_train_examples"), nargs="+", help="training set sizes (`full` for all of it)")
     parser.add_argument("--budget", choices=("equal", "tied"), help="default: as the recipes say (total_steps)")
     parser.add_argument("--launcher", choices=("local", "submitit", "ray"))
-    parser.add_argument("--max-parallel", type=int, help="phases at once (local launcher)")
-    parser.add_argument("--dry-run", action="store_true", help="print the plan and what is finished; run nothing")
-    parser.add_argument("--accelerate-config", help="run each phase under `accelerate launch --config_file` this")
-    parser.add_argument("--submitit-cluster", choices=("slurm", "local", "debug"), help="default slurm")
-    parser.add_argument("--submitit-partition", help="Slurm partition")
-    parser.add_argument("--submitit-timeout-min", type=int, help="Slurm time limit per phase, minutes")
-    parser.add_argument("--submitit-gpus-per-node", type=int, help="GPUs per phase")
-    parser.add_argument("--ray-address", help="a running Ray cluster (default: a local instance)")
-    parser.add_argument("--ray-num-cpus", type=float, help="CPUs per phase (default 1)")
-    parser.add_argument("--ray-num-gpus", type=float, help="GPUs per phase (default 0)")
+    parser.add_argument(*spellings("--max_parallel"), type=int, help="phases at once (local launcher)")
+    parser.add_argument(
+        *spellings("--dry_run"), action="store_true", help="print the plan and what is finished; run nothing"
+    )
+    parser.add_argument(
+        *spellings("--accelerate_config"), help="run each phase under `accelerate launch --config_file` this"
+    )
+    parser.add_argument(*spellings("--submitit_cluster"), choices=("slurm", "local", "debug"), help="default slurm")
+    parser.add_argument(*spellings("--submitit_partition"), help="Slurm partition")
+    parser.add_argument(*spellings("--submitit_timeout_min"), type=int, help="Slurm time limit per phase, minutes")
+    parser.add_argument(*spellings("--submitit_gpus_per_node"), type=int, help="GPUs per phase")
+    parser.add_argument(*spellings("--ray_address"), help="a running Ray cluster (default: a local instance)")
+    parser.add_argument(*spellings("--ray_num_cpus"), type=float, help="CPUs per phase (default 1)")
+    parser.add_argument(*spellings("--ray_num_gpus"), type=float, help="GPUs per phase (default 0)")
 
 
 def add_generate_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
@@ -183,25 +200,27 @@ def add_generate_arguments(parser: argparse.ArgumentParser, common: argparse.Arg
     def task(name: str, text: str) -> argparse.ArgumentParser:
         sub = tasks.add_parser(name, help=text, formatter_class=defaults, parents=[common])
         sub.add_argument("--out", required=True, help="output folder (created if missing)")
-        sub.add_argument("--num-train", type=int, required=True, help="training examples")
-        sub.add_argument("--num-val", type=int, required=True, help="validation examples")
-        sub.add_argument("--num-test", type=int, required=True, help="test examples")
+        sub.add_argument(*spellings("--num_train"), type=int, required=True, help="training examples")
+        sub.add_argument(*spellings("--num_val"), type=int, required=True, help="validation examples")
+        sub.add_argument(*spellings("--num_test"), type=int, required=True, help="test examples")
         sub.add_argument("--seed", type=int, default=0, help="random seed (same seed, same files)")
         return sub
 
     listops = task("listops", "LRA ListOps: basic_{train,val,test}.tsv")
-    listops.add_argument("--min-length", type=int, default=500, help="keep trees longer than this")
-    listops.add_argument("--max-length", type=int, default=2000, help="keep trees shorter than this")
-    listops.add_argument("--max-depth", type=int, default=10, help="nodes at this depth are leaves")
-    listops.add_argument("--max-args", type=int, default=10, help="most arguments of an operator")
-    listops.add_argument("--value-p", type=float, default=0.25, help="probability of an operator node")
+    listops.add_argument(*spellings("--min_length"), type=int, default=500, help="keep trees longer than this")
+    listops.add_argument(*spellings("--max_length"), type=int, default=2000, help="keep trees shorter than this")
+    listops.add_argument(*spellings("--max_depth"), type=int, default=10, help="nodes at this depth are leaves")
+    listops.add_argument(*spellings("--max_args"), type=int, default=10, help="most arguments of an operator")
+    listops.add_argument(*spellings("--value_p"), type=float, default=0.25, help="probability of an operator node")
     for name, resolution in PATHFINDER_RESOLUTIONS.items():
         sub = task(name, f"Pathfinder images ({resolution} px by default) in the LRA layout")
         sub.add_argument("--resolution", type=int, default=resolution, help="canvas side in pixels")
-        sub.add_argument("--contour-length", type=int, default=14, help="paddles per target snake (14, 9, 6)")
+        sub.add_argument(
+            *spellings("--contour_length"), type=int, default=14, help="paddles per target snake (14, 9, 6)"
+        )
         for field in PATHFINDER_FLOATS:
-            sub.add_argument(f"--{field.replace('_', '-')}", type=float, help=f"override LRA's {field}")
-        sub.add_argument("--images-per-batch", type=int, default=1000, help="images per imgs/<b> folder")
+            sub.add_argument(*spellings(f"--{field}"), type=float, help=f"override LRA's {field}")
+        sub.add_argument(*spellings("--images_per_batch"), type=int, default=1000, help="images per imgs/<b> folder")
         sub.add_argument("--workers", type=int, default=1, help="processes drawing images")
 
 
@@ -230,23 +249,18 @@ def recipe_command(args, rest: list[str]) -> int:
     else:
         from .training.report import report
 
-        spt_path, finetune_path = recipe_pair(args.config, args.finetune_config)
+        spt_path, finetune_path = sibling_recipes(args.config, args.finetune_config)
         spt_recipe = load_recipe(spt_path, overrides, phase="spt")
         finetune_recipe = load_recipe(finetune_path, overrides, phase="finetune")
-        if spt_recipe.spt.total_steps and "max_steps" in overrides:
-            raise ValueError(
-                f"--max_steps {overrides['max_steps']} would be ignored: {Path(spt_path).name} ties the phases' "
-                f"budgets with total_steps={spt_recipe.spt.total_steps} (SPT gets spt_fraction of it, finetuning "
-                "the rest, scratch all of it). Pass --total_steps N, or --total_steps null to give each phase "
-                "--max_steps."
-            )
+        pipeline.refuse_ignored_max_steps(spt_recipe, overrides)
         result = pipeline.run(spt_recipe, finetune_recipe, args.with_scratch)
         print(report([result["run_dir"]]))
     return 0
 
 
-def recipe_pair(config: str, finetune_config: str | None) -> tuple[str, str]:
-    """The SPT recipe and its finetuning sibling (`x-spt.yaml` <-> `x-finetune.yaml`), as given or by name."""
+def sibling_recipes(config: str, finetune_config: str | None) -> tuple[str, str]:
+    """The SPT recipe and its finetuning sibling (`x-spt.yaml` <-> `x-finetune.yaml`) of the one recipe given to
+    `spt-hf run` (either of the two), or the two given."""
     from .training.arguments import find_recipe
 
     path = find_recipe(config)
@@ -255,7 +269,7 @@ def recipe_pair(config: str, finetune_config: str | None) -> tuple[str, str]:
     if finetune_config is None:
         if not path.stem.endswith("-spt"):
             raise ValueError(
-                f"Cannot find the finetuning recipe of {path}: name it <x>-spt.yaml or pass --finetune-config."
+                f"Cannot find the finetuning recipe of {path}: name it <x>-spt.yaml or pass --finetune_config."
             )
         finetune_config = str(path.with_name(path.name.replace("-spt", "-finetune")))
     return str(path), str(find_recipe(finetune_config))
@@ -266,19 +280,9 @@ def compare_command(args, rest) -> int:
     from .training.arguments import parse_overrides, read_recipe_file
 
     values = read_recipe_file(Path(args.config)) if args.config else {}
-    for key in (
-        "tasks",
-        "architectures",
-        "seeds",
-        "recipes_dir",
-        "output_dir",
-        "with_scratch",
-        "budget",
-        "launcher",
-        "max_parallel",
-        "accelerate_config",
-    ):
-        if getattr(args, key) is not None:
+    nested = ("num_train_examples", "overrides", "task_overrides", "submitit", "ray")  # (read below, or YAML only)
+    for key in CompareSpec.__dataclass_fields__:
+        if key not in nested and getattr(args, key, None) is not None:
             values[key] = getattr(args, key)
     if args.num_train_examples is not None:
         values["num_train_examples"] = [None if n == "full" else int(n) for n in args.num_train_examples]
@@ -314,7 +318,7 @@ def push_command(args, rest) -> int:
     print(f"Pushed {folder} to {args.repo_id}{'@' + args.revision if args.revision else ''}: {url}")
     others = [name for name in RUN_PHASES if folder.parent / name != folder and (folder.parent / name).is_dir()]
     if folder.name in RUN_PHASES and others:
-        hint = f"spt-hf push {folder.parent} --phase {others[0]} --repo-id NAMESPACE/OTHER_NAME"
+        hint = f"spt-hf push {folder.parent} --phase {others[0]} --repo_id NAMESPACE/OTHER_NAME"
         print(f"{folder.parent} also has {', '.join(others)}/ (push each to its own repository: {hint}).")
     return 0
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from .compare import CompareSpec, run_compare
-from .compare.plan import available_pairs, recipe_pair
+from .compare.plan import available_pairs, task_recipe_pair
 from .training.arguments import RECIPES_DIR
 from .training.report import comparison_rows, find_results, markdown_table
 
@@ -27,7 +27,7 @@ def run_demo(
     start = time.perf_counter()
     for architecture in architectures:
         try:
-            recipe_pair("recipes/cpu", "digits", architecture)
+            task_recipe_pair("recipes/cpu", "digits", architecture)
         except FileNotFoundError:
             available = sorted(a for t, a in available_pairs(RECIPES_DIR / "cpu") if t == "digits")
             raise ValueError(f"No demo recipe for {architecture!r}; available: {available}.") from None

@@ -69,6 +69,22 @@ def test_a_mistake_is_one_clear_line_without_traceback(mistake, recipes, capsys,
         cli_main([*argv, "--debug"])
 
 
+def test_the_tied_budget_refusal_is_one_check_for_run_and_compare(tmp_path, capsys, monkeypatch):
+    """`spt-hf run` and `spt-hf compare` refuse --max_steps over tied budgets with the same sentence (one check,
+    `pipeline.refuse_ignored_max_steps`), before anything is written."""
+    monkeypatch.delenv("SPT_HF_DEBUG", raising=False)
+    recipe, out = "cpu/digits-transformer-spt.yaml", tmp_path / "out"
+    run = ["run", "--config", recipe, "--output_dir", str(out), "--max_steps", "3"]
+    compare = ["compare", "--tasks", "digits", "--architectures", "transformer", "--recipes_dir", "cpu"]
+    assert cli_main(run) == 1 and cli_main([*compare, "--output_dir", str(out), "--max_steps", "3"]) == 1
+    errors = [line.split(": error: ", 1) for line in capsys.readouterr().err.splitlines() if ": error: " in line]
+    assert [command for command, _ in errors] == ["spt-hf run", "spt-hf compare"]
+    assert errors[0][1] == errors[1][1]
+    assert errors[0][1].startswith("--max_steps 3 would be ignored: digits-transformer-spt.yaml ties the phases'")
+    assert not out.exists()
+    assert cli_main([*compare, "--output_dir", str(out), "--max_steps", "3", "--budget", "equal", "--dry-run"]) == 0
+
+
 def test_internal_errors_keep_their_traceback(recipes, monkeypatch):
     root, spt, *_ = recipes
     import spt_hf.training.pipeline as pipeline
@@ -88,3 +104,81 @@ def test_help_starts_with_the_usage_and_groups_the_keys(capsys):
     positions = [out.index(f"\n{group}") for group in ("recipe:", "data:", "model:", "SPT objective", "training (")]
     assert positions == sorted(positions)
     assert "--mask_rate" in out and "--learning_rate" in out
+
+
+SPELLINGS = {  # the one convention (underscores, as the recipe keys), then the hyphenated spelling kept as an alias
+    "compare": [
+        "compare",
+        "--tasks",
+        "digits",
+        "--architectures",
+        "s4",
+        "--recipes_dir",
+        "cpu",
+        "--output_dir",
+        "o",
+        "--num_train_examples",
+        "100",
+        "full",
+        "--max_parallel",
+        "2",
+        "--dry_run",
+        "--accelerate_config",
+        "a.yaml",
+        "--submitit_cluster",
+        "local",
+        "--submitit_partition",
+        "p",
+        "--submitit_timeout_min",
+        "5",
+        "--submitit_gpus_per_node",
+        "1",
+        "--ray_address",
+        "auto",
+        "--ray_num_cpus",
+        "2",
+        "--ray_num_gpus",
+        "0",
+        "--no_scratch",
+    ],
+    "run": ["run", "--config", "x-spt.yaml", "--finetune_config", "y.yaml", "--with_scratch"],
+    "push": ["push", "runs/x", "--repo_id", "me/x", "--commit_message", "m"],
+    "demo": ["demo", "--output_dir", "o"],
+    "generate-data": [
+        *("generate-data", "listops", "--out", "o", "--num_train", "1", "--num_val", "1", "--num_test", "1"),
+        *("--min_length", "2", "--max_length", "9", "--max_depth", "2", "--max_args", "3", "--value_p", "0.5"),
+    ],
+}
+
+
+@pytest.mark.parametrize("command", list(SPELLINGS))
+def test_options_are_underscored_and_the_hyphenated_spellings_are_aliases(command):
+    from spt_hf.cli import build_parser
+
+    parser = build_parser()
+    underscored = SPELLINGS[command]
+    hyphenated = [word.replace("_", "-") if word.startswith("--") else word for word in underscored]
+    assert hyphenated != underscored
+    new, rest = parser.parse_known_args(underscored)
+    old, old_rest = parser.parse_known_args(hyphenated)
+    assert rest == old_rest == [] and vars(new) == vars(old)
+    if command == "compare":
+        assert new.recipes_dir == "cpu" and new.max_parallel == 2 and new.with_scratch is False and new.dry_run
+        for flag in ("--no-with-scratch", "--no_with_scratch", "--no-scratch"):
+            assert parser.parse_known_args([*underscored[:5], flag])[0].with_scratch is False
+        assert parser.parse_known_args([*underscored[:5], "--with-scratch"])[0].with_scratch is True
+        assert parser.parse_known_args(underscored[:5])[0].with_scratch is None  # the spec's default decides
+
+
+def test_recipe_overrides_keep_both_spellings_after_compares_own_options():
+    from spt_hf.cli import build_parser
+    from spt_hf.training.arguments import parse_overrides
+
+    args, rest = build_parser().parse_known_args(
+        ["compare", "--tasks", "t", "--max-parallel", "2", "--eval-steps", "3"]
+    )
+    assert args.max_parallel == 2 and parse_overrides(rest) == {"eval_steps": 3}
+    args, rest = build_parser().parse_known_args(
+        ["compare", "--tasks", "t", "--max_parallel", "2", "--eval_steps", "3"]
+    )
+    assert args.max_parallel == 2 and parse_overrides(rest) == {"eval_steps": 3}

@@ -64,7 +64,7 @@ def assert_report_equals_results(out: Path) -> None:
 
 def test_a_comparison_runs_then_runs_nothing_then_reports_a_changed_recipe(tmp_path, capsys):
     result = run_compare(spec(tmp_path))
-    assert result.ok and len(result.plan) == 6 and set(result.states.values()) == {"done"}
+    assert result.ok and len(result.plan) == 6 and set(result.states.values()) == {"finished"} and len(result.ran) == 6
     out = tmp_path / "cmp"
     written = phase_results(out)
     assert len(written) == 6
@@ -77,7 +77,7 @@ def test_a_comparison_runs_then_runs_nothing_then_reports_a_changed_recipe(tmp_p
     capsys.readouterr()
 
     again = run_compare(spec(tmp_path))  # the same command: every phase is finished
-    assert set(again.states.values()) == {"skipped"} and again.ok
+    assert set(again.states.values()) == {"finished"} and again.ok and again.ran == []
     assert "compare: 0 phase(s) to run" in capsys.readouterr().out
     assert {p: p.stat().st_mtime_ns for p in out.rglob("results.json") if p in stamps} == stamps
 
@@ -93,7 +93,9 @@ def test_a_missing_recipe_pair_is_an_error_before_anything_runs(tmp_path):
     assert not (tmp_path / "cmp").exists()
     with pytest.raises(ValueError, match="`budget: tied` needs `total_steps`"):
         run_compare(spec(tmp_path, architectures=["dlr"], budget="tied", overrides={"max_steps": 2}))
-    with pytest.raises(ValueError, match="--max_steps 2 would be ignored: with tied budgets total_steps=4"):
+    with pytest.raises(
+        ValueError, match="--max_steps 2 would be ignored: digits-transformer-spt.yaml ties .* total_steps=4"
+    ):
         run_compare(spec(tmp_path, overrides={**TINY, "max_steps": 2}))  # tied by total_steps: refused, not ignored
 
 
@@ -114,8 +116,8 @@ def test_the_yaml_form_and_a_dry_run_print_the_plan_and_run_nothing(tmp_path, ca
     )
     assert cli_main(["compare", "--config", str(config), "--dry-run", "--max_steps", "3"]) == 0
     out = capsys.readouterr().out
-    assert out.count("| listops/s4/n100/seed1/finetune | to run | 3 steps |") == 1
-    assert "| digits/s4/full/seed0/scratch | to run |" in out and "listops/s4/full/seed1/spt |" in out
+    assert out.count("| listops/s4/n100/seed1/finetune | finetune | waiting | 3 steps |") == 1
+    assert "| digits/s4/full/seed0/scratch | scratch | new |" in out and "listops/s4/full/seed1/spt |" in out
     assert not (tmp_path / "cmp").exists()
 
 
@@ -138,7 +140,7 @@ def test_the_graph_runs_a_phase_after_its_dependency_and_blocks_it_when_that_one
             lambda j, state, detail: events.append((j.id, state)),
         )
     # c/spt finished in an earlier run (it is not in the plan), so c/ft runs at once
-    assert states == {"a/spt": "done", "a/ft": "done", "b/spt": "failed", "b/ft": "blocked", "c/ft": "done"}
+    assert states == {"a/spt": "finished", "a/ft": "finished", "b/spt": "failed", "b/ft": "blocked", "c/ft": "finished"}
     assert order.index("a/spt") < order.index("a/ft") and "b/ft" not in order
     assert ("b/ft", "blocked") in events and len(events) == 4 + 5  # a "running" per started job, one end per job
 
@@ -194,3 +196,54 @@ def test_submitit_and_ray_give_the_table_of_the_local_launcher(launcher, tmp_pat
     assert local.ok and other.ok
     tables = [r.report.split("## Architectures")[0].split("\n\n", 2)[-1] for r in (local, other)]
     assert tables[0] == tables[1] and "| digits | spt_dlr |" in tables[0]
+
+
+def test_the_phase_and_compare_decide_a_phase_state_with_one_function(tmp_path):
+    """A phase trained by its own command is finished in compare's dry run, with and without an accelerate config
+    of the same number of processes; a changed recipe is "changed" with the keys named, in compare (both ways) and
+    in the phase itself (the same message); 2 processes are a changed recipe too (the phase records world_size)."""
+    from spt_hf.compare import build_plan
+    from spt_hf.training import pipeline
+    from spt_hf.training.run_folder import RecipeChangedError
+
+    one = {"architectures": ["transformer"], "with_scratch": False}
+    spt_job, finetune_job = build_plan(spec(tmp_path, **one)).jobs
+    pipeline.pretrain(spt_job.load_recipe())  # the SPT phase as `spt-hf spt` runs it
+    single, double = tmp_path / "one.yaml", tmp_path / "two.yaml"
+    single.write_text("distributed_type: 'NO'\nnum_processes: 1\n")
+    double.write_text("distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\n")
+    for accelerate in (None, str(single)):
+        dry = run_compare(spec(tmp_path, **one, accelerate_config=accelerate), dry_run=True)
+        assert dry.states == {spt_job.id: "finished", finetune_job.id: "new"} and not dry.problems
+
+    changed = {**one, "overrides": {**TINY, "learning_rate": 0.5}}
+    for accelerate in (None, str(single)):
+        dry = run_compare(spec(tmp_path, **changed, accelerate_config=accelerate), dry_run=True)
+        assert dry.states[spt_job.id] == "changed" and "training.learning_rate" in dry.problems[spt_job.id]
+    with pytest.raises(RecipeChangedError) as error:
+        pipeline.pretrain(build_plan(spec(tmp_path, **changed)).jobs[0].load_recipe())
+    assert str(error.value) == dry.problems[spt_job.id]
+
+    dry = run_compare(spec(tmp_path, **one, accelerate_config=str(double)), dry_run=True)
+    assert dry.states[spt_job.id] == "changed" and "world_size: 1 -> 2" in dry.problems[spt_job.id]
+
+
+def test_the_baseline_phase_of_a_text_pretrained_pair_is_its_own_kind(tmp_path):
+    """The baseline phase (folder scratch/, finetuning without an SPT checkpoint) is "scratch" from random
+    initialisation and "text-pretrained" when its recipe loads Pythia's weights; the plan table shows the kind."""
+    from spt_hf.compare import build_plan
+    from spt_hf.compare.state import describe_plan, plan_states
+
+    plan = build_plan(
+        CompareSpec(
+            tasks=["text"], architectures=["pythia70m-pretrained", "s4"], seeds=[0], output_dir=str(tmp_path / "c")
+        )
+    )
+    kinds = {job.id.split("/", 1)[1]: (job.phase, job.kind) for job in plan.jobs}
+    assert kinds["pythia70m-pretrained/full/seed0/scratch"] == ("scratch", "text-pretrained")
+    assert kinds["s4/full/seed0/scratch"] == ("scratch", "scratch")
+    assert kinds["s4/full/seed0/finetune"] == ("finetune", "finetune")
+    table = describe_plan(plan, plan_states(plan))
+    assert "| text/pythia70m-pretrained/full/seed0/scratch | text-pretrained | new |" in table
+    assert "| text/s4/full/seed0/finetune | finetune | waiting |" in table
+    assert not (tmp_path / "c").exists()

@@ -4,127 +4,88 @@
     run_compare(CompareSpec(tasks=["digits"], architectures=["transformer", "s4"], seeds=[0, 1, 2],
                             recipes_dir="cpu"))
 
-The plan (`plan.py`) expands tasks × architectures × training set sizes × seeds into SPT, finetuning and scratch
-phases; a launcher (`launchers.py`) runs them, each as its own `spt-hf` command; the report (`training/report.py`)
-tables and plots what they wrote. A phase that finished with the same recipe is never run again, a killed one
-resumes from its checkpoint, and a phase whose recipe changed since it finished is reported, not mixed in.
+It reads in one direction, plan -> state -> launch -> report: the plan (`plan.py`) expands tasks × architectures ×
+training set sizes × seeds into SPT, finetuning and baseline phases; their state (`state.py`) is what each phase
+itself will decide when it starts (`training/run_folder.py: phase_status`); a launcher (`launchers.py`) runs the
+phases still to run, each as its own `spt-hf` command; the report (`training/report.py`) tables and plots what they
+wrote. A phase that finished with the same recipe is never run again, a killed one resumes from its checkpoint, and
+a phase whose recipe changed since it finished is reported, not mixed in.
 """
 
-import time
 from dataclasses import dataclass, field
 
-from ..training.arguments import load_recipe
-from ..training.pipeline import in_phase_dir, phase_extra
-from ..training.run_folder import PhaseLockedError, RecipeChangedError, phase_fingerprint, phase_status
+from ..training.run_folder import TO_RUN, PhaseLockedError, PhaseState
 from .launchers import run_local, run_ray, run_submitit
-from .plan import CompareSpec, PhaseJob, build_plan, describe_plan
+from .plan import CompareSpec, Launch, PhaseJob, Plan, build_plan
+from .state import Progress, describe_plan, plan_states
 
 
 @dataclass
 class CompareResult:
+    """The outcome of `run_compare`: the plan, each phase's state (`PhaseState`: FINISHED, CHANGED, FAILED or
+    BLOCKED after a run; after a dry run, what each phase would find), the phases this call ran, why a phase is not
+    finished, and the report."""
+
     plan: list[PhaseJob]
-    states: dict[str, str] = field(default_factory=dict)  # job id -> done | skipped | changed | failed | blocked
+    states: dict[str, PhaseState] = field(default_factory=dict)
+    ran: list[str] = field(default_factory=list)
     problems: dict[str, str] = field(default_factory=dict)
     report: str | None = None
 
     @property
     def ok(self) -> bool:
-        return all(state in ("done", "skipped") for state in self.states.values())
-
-
-def phase_state(job: PhaseJob) -> tuple[str, str]:
-    """("finished", "") if the phase's folder holds a finished phase of this exact recipe; ("changed", why) if it
-    holds one of another recipe (or a corrupted one); ("to run", "") otherwise (new, partial, or waiting)."""
-    phase = "spt" if job.kind == "spt" else "finetune"
-    source = job.overrides.get("model_name_or_path")
-    if source is not None and not (job.run_dir / "spt" / "results.json").is_file():
-        return "to run", ""  # its SPT checkpoint does not exist yet
-    recipe = in_phase_dir(load_recipe(job.recipe, job.overrides, phase=phase), job.kind)
-    extra = phase_extra(job.run_dir / "spt") if source is not None else {}
-    sha, entries = phase_fingerprint(recipe, extra)
-    try:
-        status = phase_status(job.phase_dir, sha, entries, overwrite=False)
-    except (RecipeChangedError, RuntimeError) as error:  # a changed recipe, a corrupted finished phase
-        return "changed", str(error)
-    return ("finished", "") if status.state == "finished" else ("to run", "")
-
-
-class Progress:
-    """One line per change: how many phases are done, running and queued, and the time left at this rate."""
-
-    def __init__(self, total: int, parallel: int):
-        self.total, self.parallel, self.start = total, parallel, time.monotonic()
-        self.counts = {"done": 0, "running": 0, "failed": 0, "blocked": 0}
-        self.durations: list[float] = []
-        self.started: dict[str, float] = {}
-
-    def __call__(self, job: PhaseJob, state: str, detail: str) -> None:
-        if state == "running":
-            self.started[job.id] = time.monotonic()
-            self.counts["running"] += 1
-        elif state in ("done", "failed"):
-            if job.id in self.started:
-                self.durations.append(time.monotonic() - self.started.pop(job.id))
-                self.counts["running"] -= 1
-            self.counts[state] += 1
-        elif state == "blocked":
-            self.counts["blocked"] += 1
-        ended = self.counts["done"] + self.counts["failed"] + self.counts["blocked"]
-        queued = self.total - ended - self.counts["running"]
-        eta = ""
-        if self.durations and queued + self.counts["running"]:
-            per_phase = sum(self.durations) / len(self.durations)
-            eta = f", about {per_phase * (queued + self.counts['running']) / self.parallel / 60:.1f} min left"
-        line = (
-            f"compare: {ended}/{self.total} ended ({self.counts['done']} done, {self.counts['failed']} failed, "
-            f"{self.counts['blocked']} blocked), {self.counts['running']} running, {queued} queued{eta} | "
-            f"{job.id}: {state}{' (' + detail + ')' if detail else ''}"
-        )
-        print(line, flush=True)
+        return all(state == PhaseState.FINISHED for state in self.states.values())
 
 
 def run_compare(spec: CompareSpec, dry_run: bool = False) -> CompareResult:
     """Plan, run what is missing, and write the report into `spec.output_dir`."""
     plan = build_plan(spec)
-    result = CompareResult(plan)
-    statuses = {}
-    for job in plan:
-        status, why = phase_state(job) if spec.accelerate_config is None else ("to run", "")
-        statuses[job.id] = status
-        if status == "changed":
-            result.problems[job.id] = why
+    statuses = plan_states(plan)
+    result = CompareResult(plan.jobs, {job_id: status.state for job_id, status in statuses.items()})
+    result.problems.update({i: s.why for i, s in statuses.items() if s.state == PhaseState.CHANGED})
     print(describe_plan(plan, statuses), flush=True)
     if dry_run:
         return result
-    result.states.update({job.id: "skipped" for job in plan if statuses[job.id] == "finished"})
-    result.states.update({job_id: "changed" for job_id in result.problems})
-    to_run = [job for job in plan if statuses[job.id] == "to run"]
-    blocked_by_change = {job.id for job in to_run if job.depends_on in result.problems}
-    result.states.update({job_id: "blocked" for job_id in blocked_by_change})
-    to_run = [job for job in to_run if job.id not in blocked_by_change]
-    print(f"compare: {len(to_run)} phase(s) to run, {len(plan) - len(to_run)} finished or left alone", flush=True)
-    progress = Progress(len(to_run), spec.max_parallel if spec.launcher == "local" else max(1, len(to_run)))
-    if to_run:
-        result.states.update(_launch(spec, to_run, progress))
+    to_run = [job for job in plan.jobs if result.states[job.id] in TO_RUN]
     for job in to_run:
-        if result.states.get(job.id) == "failed":
+        if job.depends_on in result.problems:  # it would start from a phase of another recipe
+            result.states[job.id] = PhaseState.BLOCKED
+            result.problems[job.id] = f"blocked: {job.depends_on} changed"
+    to_run = [job for job in to_run if result.states[job.id] != PhaseState.BLOCKED]
+    print(f"compare: {len(to_run)} phase(s) to run, {len(plan.jobs) - len(to_run)} finished or left alone", flush=True)
+    if to_run:
+        launch = plan.launch
+        progress = Progress(len(to_run), launch.max_parallel if launch.launcher == "local" else len(to_run))
+        result.states.update(_launch(plan, to_run, progress))
+        result.ran = [job.id for job in to_run]
+    for job in to_run:
+        if result.states[job.id] == PhaseState.FAILED:
             result.problems[job.id] = f"failed; its log: {job.log}"
     from ..training.report import report
 
-    result.report = report([spec.output_dir])
+    result.report = report([plan.output_dir])
     for job_id, why in result.problems.items():
         print(f"compare: {job_id}: {why}", flush=True)
     return result
 
 
-def _launch(spec: CompareSpec, jobs: list[PhaseJob], progress: Progress) -> dict:
-    from pathlib import Path
+def _launch(plan: Plan, jobs: list[PhaseJob], progress: Progress) -> dict:
+    launch = plan.launch
+    if launch.launcher == "local":
+        return run_local(jobs, progress, launch.max_parallel, launch.accelerate_config)
+    if launch.launcher == "submitit":
+        return run_submitit(jobs, progress, launch.submitit, plan.output_dir)
+    return run_ray(jobs, progress, launch.ray)
 
-    if spec.launcher == "local":
-        return run_local(jobs, progress, spec.max_parallel, spec.accelerate_config)
-    if spec.launcher == "submitit":
-        return run_submitit(jobs, progress, spec.submitit, Path(spec.output_dir))
-    return run_ray(jobs, progress, spec.ray)
 
-
-__all__ = ["CompareResult", "CompareSpec", "PhaseJob", "PhaseLockedError", "build_plan", "run_compare"]
+__all__ = [
+    "CompareResult",
+    "CompareSpec",
+    "Launch",
+    "PhaseJob",
+    "PhaseLockedError",
+    "PhaseState",
+    "Plan",
+    "build_plan",
+    "run_compare",
+]

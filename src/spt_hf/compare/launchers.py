@@ -2,7 +2,8 @@
 submitit, or Ray tasks. Each phase is the same `spt-hf` command whatever runs it; a phase starts once the phase it
 waits for has succeeded, and the phases that wait for a failed one do not start.
 
-`on_event(job, state, detail)` reports "running", "done", "failed" and "blocked" as they happen.
+`on_event(job, state, detail)` reports the states (`PhaseState`) QUEUED, RUNNING, FINISHED, FAILED and BLOCKED as
+they happen.
 """
 
 import os
@@ -12,10 +13,14 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .plan import PhaseJob
+from ..training.run_folder import PhaseState
 
-Event = Callable[[PhaseJob, str, str], None]
+if TYPE_CHECKING:  # (the later stages read the plan; they do not call back into it)
+    from .plan import PhaseJob
+
+Event = Callable[["PhaseJob", str, str], None]
 
 
 def execute_phase(command: list[str], log: str, environment: dict | None = None) -> int:
@@ -28,19 +33,19 @@ def execute_phase(command: list[str], log: str, environment: dict | None = None)
         return subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env).returncode
 
 
-def _ready(job: PhaseJob, finished: dict[str, str], planned: set[str]) -> str | None:
+def _ready(job: "PhaseJob", finished: dict[str, str], planned: set[str]) -> str | None:
     """ "run", "blocked" or None (still waiting) for a job whose dependency has or has not finished. A dependency
-    outside the plan (a phase that finished in an earlier invocation) counts as done."""
-    if job.depends_on is None or job.depends_on not in planned or finished.get(job.depends_on) == "done":
+    outside the plan (a phase that finished in an earlier invocation) counts as finished."""
+    if job.depends_on is None or job.depends_on not in planned or finished.get(job.depends_on) == PhaseState.FINISHED:
         return "run"
     if job.depends_on in finished:
         return "blocked"
     return None
 
 
-def run_graph(jobs: list[PhaseJob], start: Callable[[PhaseJob], Future], parallel: int, on_event: Event) -> dict:
+def run_graph(jobs: list["PhaseJob"], start: Callable[["PhaseJob"], Future], parallel: int, on_event: Event) -> dict:
     """Start each job once its dependency succeeded (at most `parallel` at once); `start` returns a future of the
-    exit status. Returns {job id: "done" | "failed" | "blocked"}."""
+    exit status. Returns {job id: FINISHED | FAILED | BLOCKED}."""
     pending, running, finished = list(jobs), {}, {}
     planned = {job.id for job in jobs}
     while pending or running:
@@ -48,12 +53,12 @@ def run_graph(jobs: list[PhaseJob], start: Callable[[PhaseJob], Future], paralle
             decision = _ready(job, finished, planned)
             if decision == "blocked":
                 pending.remove(job)
-                finished[job.id] = "blocked"
-                on_event(job, "blocked", f"{job.depends_on} did not finish")
+                finished[job.id] = PhaseState.BLOCKED
+                on_event(job, PhaseState.BLOCKED, f"{job.depends_on} did not finish")
             elif decision == "run" and len(running) < parallel:
                 pending.remove(job)
                 running[start(job)] = job
-                on_event(job, "running", "")
+                on_event(job, PhaseState.RUNNING, "")
         if not running:
             if pending:  # nothing runs and nothing can start: a dependency cycle, which build_plan never makes
                 raise RuntimeError(f"compare: no phase can start; waiting: {', '.join(job.id for job in pending)}")
@@ -67,7 +72,7 @@ def run_graph(jobs: list[PhaseJob], start: Callable[[PhaseJob], Future], paralle
                 status, detail = 1, f"{type(error).__name__}: {error}"
             else:
                 detail = "" if status == 0 else f"exit status {status}; see {job.log}"
-            finished[job.id] = "done" if status == 0 else "failed"
+            finished[job.id] = PhaseState.FINISHED if status == 0 else PhaseState.FAILED
             on_event(job, finished[job.id], detail)
     return finished
 
@@ -85,7 +90,7 @@ def run_local(jobs, on_event: Event, parallel: int = 1, accelerate_config: str |
         {} if "OMP_NUM_THREADS" in os.environ else {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // parallel))}
     )
 
-    def run(job: PhaseJob) -> int:
+    def run(job: "PhaseJob") -> int:
         with lock:
             gpu = free.pop(0) if free else None
         try:
@@ -139,7 +144,7 @@ def run_submitit(jobs, on_event: Event, options: dict, output_dir: Path) -> dict
         return _submit_slurm(executor, jobs, on_event)
     pool = ThreadPoolExecutor(max_workers=max(1, len(jobs)))
 
-    def start(job: PhaseJob) -> Future:
+    def start(job: "PhaseJob") -> Future:
         submitted = executor.submit(execute_phase, job.command(), str(job.log))
         return pool.submit(submitted.result)
 
@@ -149,7 +154,7 @@ def run_submitit(jobs, on_event: Event, options: dict, output_dir: Path) -> dict
         pool.shutdown()
 
 
-def _submit_slurm(executor, jobs: list[PhaseJob], on_event: Event) -> dict:
+def _submit_slurm(executor, jobs: list["PhaseJob"], on_event: Event) -> dict:
     handles = {}
     for job in jobs:  # the plan lists each SPT phase before its finetuning
         if job.depends_on in handles:  # a dependency outside the plan finished earlier
@@ -159,7 +164,7 @@ def _submit_slurm(executor, jobs: list[PhaseJob], on_event: Event) -> dict:
         else:
             executor.update_parameters(slurm_additional_parameters={})
         handles[job.id] = executor.submit(execute_phase, job.command(), str(job.log))
-        on_event(job, "queued", f"Slurm job {handles[job.id].job_id}")
+        on_event(job, PhaseState.QUEUED, f"Slurm job {handles[job.id].job_id}")
     finished = {}
     while len(finished) < len(jobs):
         for job in jobs:
@@ -172,7 +177,7 @@ def _submit_slurm(executor, jobs: list[PhaseJob], on_event: Event) -> dict:
                 status, detail = 1, str(error).splitlines()[0] if str(error) else type(error).__name__
             else:
                 detail = "" if status == 0 else f"exit status {status}; see {job.log}"
-            finished[job.id] = "done" if status == 0 else "failed"
+            finished[job.id] = PhaseState.FINISHED if status == 0 else PhaseState.FAILED
             on_event(job, finished[job.id], detail)
         time.sleep(5)
     return finished
@@ -192,15 +197,17 @@ def run_ray(jobs, on_event: Event, options: dict) -> dict:
         dependency = refs.get(job.depends_on) if job.depends_on else None
         refs[job.id] = remote.remote(job.command(), str(job.log), dependency)
         by_ref[refs[job.id]] = job
-        on_event(job, "queued", "Ray task")
+        on_event(job, PhaseState.QUEUED, "Ray task")
     finished, waiting = {}, list(refs.values())
     try:
         while waiting:
             ready, waiting = ray.wait(waiting, num_returns=1)
             job = by_ref[ready[0]]
             status = ray.get(ready[0])
-            finished[job.id] = {0: "done", -1: "blocked"}.get(status, "failed")
-            detail = {"done": "", "blocked": f"{job.depends_on} did not finish"}.get(finished[job.id], f"see {job.log}")
+            finished[job.id] = {0: PhaseState.FINISHED, -1: PhaseState.BLOCKED}.get(status, PhaseState.FAILED)
+            detail = {PhaseState.FINISHED: "", PhaseState.BLOCKED: f"{job.depends_on} did not finish"}.get(
+                finished[job.id], f"see {job.log}"
+            )
             on_event(job, finished[job.id], detail)
     finally:
         if started_here:

@@ -1,5 +1,7 @@
-"""The plan of a comparison: which recipe pair serves each (task, architecture), and the phases that seeds, training
-set sizes and budgets expand it into, with their dependencies (finetuning after its SPT; scratch independent).
+"""The plan of a comparison, its first stage (plan -> state -> launch -> report): which recipe pair serves each
+(task, architecture), the phases that seeds, training set sizes and budgets expand it into, with their dependencies
+(finetuning after its SPT; the baseline independent), and how they are launched. The later stages read the `Plan`,
+never the `CompareSpec`.
 
 Every phase is one `spt-hf spt` or `spt-hf finetune` command writing its own run folder
 `<output_dir>/<task>/<architecture>/<variant>/seed<k>/`, so a comparison is resumable by construction: each phase
@@ -7,12 +9,12 @@ leaves a finished phase alone and resumes a killed one (docs/reliability.md).
 """
 
 import json
-import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..training.arguments import RECIPES_DIR, SPT_ONLY_KEYS, find_recipe, load_recipe
+from ..training.arguments import RECIPES_DIR, SPT_ONLY_KEYS, find_recipe, load_recipe, read_recipe_file
+from ..training.pipeline import BASELINE_PHASE, baseline_kind, phase_budgets, refuse_ignored_max_steps
 
 BUDGETS = ("equal", "tied")
 LAUNCHERS = ("local", "submitit", "ray")
@@ -28,10 +30,11 @@ class CompareSpec:
         seeds: one run of every phase per seed.
         recipes_dir: `recipes` (the shipped paper recipes), `recipes/cpu` (or `cpu`), or a folder of one's own.
         output_dir: where the run folders and the report go.
-        with_scratch: also train the scratch baseline.
+        with_scratch: also train the baseline phase (finetuning without an SPT checkpoint: from random
+            initialisation, or from the text-pretrained weights the recipe names; folder `scratch/`).
         num_train_examples: training set sizes (sample complexity); None is the whole training split.
         budget: None as the recipes say; "equal": each phase its own recipe's steps; "tied": SPT and finetuning
-            share `total_steps` (split by `spt_fraction`) and the scratch baseline gets all of it.
+            share `total_steps` (split by `spt_fraction`) and the baseline phase gets all of it.
         launcher: "local" (subprocesses), "submitit" (Slurm jobs), "ray" (Ray tasks).
         max_parallel: phases run at once by the local launcher.
         overrides: recipe keys set in every phase (`--key value` on the command line).
@@ -75,12 +78,20 @@ class CompareSpec:
                 raise ValueError(f"`num_train_examples` holds {n!r}; each must be a positive integer.")
 
 
+# The one mapping from a phase to the `spt-hf` command that runs it and to the phase `load_recipe` checks it for.
+PHASE_COMMANDS = {"spt": "spt", "finetune": "finetune", BASELINE_PHASE: "finetune"}
+
+
 @dataclass
 class PhaseJob:
-    """One phase of the plan: the command that runs it and the phase it waits for."""
+    """One phase of the plan: the command that runs it and the phase it waits for.
+
+    `phase` is "spt", "finetune" or the baseline phase ("scratch", also its folder); `kind` says how a phase
+    starts: "spt" (self-pretrains), "finetune" (from its SPT checkpoint), "scratch" (a baseline from random
+    initialisation) or "text-pretrained" (a baseline from text-pretrained weights)."""
 
     id: str
-    kind: str  # "spt", "finetune" or "scratch"
+    phase: str
     task: str
     architecture: str
     variant: str
@@ -90,35 +101,60 @@ class PhaseJob:
     run_dir: Path
     steps: str
     depends_on: str | None = None
+    kind: str = ""
+
+    def __post_init__(self) -> None:
+        if self.phase not in PHASE_COMMANDS:
+            raise ValueError(f"PhaseJob phase {self.phase!r}; expected one of {list(PHASE_COMMANDS)}.")
+        self.kind = self.kind or self.phase
 
     @property
     def phase_dir(self) -> Path:
-        return self.run_dir / self.kind
+        return self.run_dir / self.phase
 
     @property
     def log(self) -> Path:
-        return self.run_dir / "logs" / f"{self.kind}.log"
+        return self.run_dir / "logs" / f"{self.phase}.log"
+
+    def load_recipe(self):
+        """The phase's recipe as its command loads it (every check of `load_recipe` for this phase)."""
+        return load_recipe(self.recipe, self.overrides, phase=self.phase)
 
     def command(self, accelerate_config: str | None = None) -> list[str]:
-        verb = "spt" if self.kind == "spt" else "finetune"
-        words = [verb, "--config", str(self.recipe)]
+        words = [PHASE_COMMANDS[self.phase], "--config", str(self.recipe)]
         for key, value in self.overrides.items():
             words += [f"--{key}", json.dumps(value) if not isinstance(value, str) else value]
         if accelerate_config:
-            return [
-                sys.executable,
-                "-m",
-                "accelerate.commands.launch",
-                "--config_file",
-                accelerate_config,
-                "-m",
-                "spt_hf",
-                *words,
-            ]
+            launch = ["-m", "accelerate.commands.launch", "--config_file", accelerate_config]
+            return [sys.executable, *launch, "-m", "spt_hf", *words]
         return [sys.executable, "-m", "spt_hf", *words]
 
 
-def recipe_pair(recipes_dir: str, task: str, architecture: str) -> tuple[Path, Path]:
+@dataclass
+class Launch:
+    """How the phases run (the `CompareSpec` fields of the launch stage): the launcher and its options, and the
+    number of processes each phase runs on (`accelerate_config`'s `num_processes`, else 1), which its fingerprint
+    records."""
+
+    launcher: str = "local"
+    max_parallel: int = 1
+    accelerate_config: str | None = None
+    submitit: dict = field(default_factory=dict)
+    ray: dict = field(default_factory=dict)
+    world_size: int = 1
+
+
+@dataclass
+class Plan:
+    """What the later stages read: the phases (each SPT phase before the finetuning that waits for it), how they
+    are launched, and the folder of the run folders and the report."""
+
+    jobs: list[PhaseJob]
+    launch: Launch
+    output_dir: Path
+
+
+def task_recipe_pair(recipes_dir: str, task: str, architecture: str) -> tuple[Path, Path]:
     """The SPT and finetuning recipes of (task, architecture) in `recipes_dir`; a clear error lists the pairs the
     folder has when this one is missing."""
     folder = _recipe_folder(recipes_dir)
@@ -160,35 +196,30 @@ def available_pairs(folder: Path) -> set[tuple[str, str]]:
     return pairs
 
 
-def phase_budgets(spec: CompareSpec, keys: dict, spt_recipe: Path, finetune_recipe: Path) -> tuple[dict, dict]:
-    """max_steps overrides of each phase kind and a text of the steps each will take (for the plan), for the
-    recipe pair with the comparison's `keys` (overrides) applied."""
+def budget_overrides(spec: CompareSpec, keys: dict, spt_recipe: Path, finetune_recipe: Path) -> tuple[dict, dict]:
+    """max_steps overrides of each phase and a text of the steps each will take (for the plan), for the recipe
+    pair with the comparison's `keys` (overrides) applied. The steps come from `pipeline.phase_budgets`, as for
+    `spt-hf run`, and a --max_steps that tied budgets would ignore is refused by the same check."""
     spt = load_recipe(spt_recipe, keys, phase="spt")
-    finetune = load_recipe(finetune_recipe, _finetune_keys(keys), phase="finetune")
     budget = spec.budget or ("tied" if spt.spt.total_steps else "equal")
+    shared = {}
+    if budget == "equal" and spt.spt.total_steps:  # the recipe ties budgets; "equal" gives each phase its max_steps
+        shared = {"total_steps": None}
+        spt = load_recipe(spt_recipe, {**keys, **shared}, phase="spt")
+    elif budget == "tied" and not spt.spt.total_steps:
+        raise ValueError(
+            f"`budget: tied` needs `total_steps` (SPT and finetuning share them): {spt_recipe.name} sets none; "
+            "pass --total_steps N."
+        )
+    refuse_ignored_max_steps(spt, keys)
+    finetune = load_recipe(finetune_recipe, _finetune_keys(keys), phase="finetune")
+    steps = phase_budgets(spt, finetune)
     if budget == "equal":
-        steps = {"spt": spt.training.max_steps, "finetune": finetune.training.max_steps}
-        steps["scratch"] = steps["finetune"]
-        overrides = {"spt": {}, "finetune": {}, "scratch": {}}
-        if spt.spt.total_steps:  # the recipe ties budgets; "equal" gives each phase its own max_steps
-            overrides = {kind: {"total_steps": None} for kind in overrides}
+        overrides = {phase: dict(shared) for phase in PHASE_COMMANDS}
     else:
-        total = spt.spt.total_steps
-        if not total:
-            raise ValueError(
-                f"`budget: tied` needs `total_steps` (SPT and finetuning share them): {spt_recipe.name} sets none; "
-                "pass --total_steps N."
-            )
-        if "max_steps" in keys:
-            raise ValueError(
-                f"--max_steps {keys['max_steps']} would be ignored: with tied budgets total_steps={total} decides "
-                "every phase's steps. Pass --total_steps N, or --budget equal to give each phase --max_steps."
-            )
-        first = max(1, math.floor(total * spt.spt.spt_fraction))
-        steps = {"spt": first, "finetune": total - first, "scratch": total}
-        overrides = {kind: {"max_steps": value} for kind, value in steps.items()}
+        overrides = {phase: {"max_steps": value} for phase, value in steps.items()}
     epochs = {"spt": spt.training.num_train_epochs, "finetune": finetune.training.num_train_epochs}
-    epochs["scratch"] = epochs["finetune"]
+    epochs[BASELINE_PHASE] = epochs["finetune"]
     text = {k: (f"{v} steps" if v and v > 0 else f"{epochs[k]:g} epochs") for k, v in steps.items()}
     return overrides, text
 
@@ -197,16 +228,30 @@ def _finetune_keys(overrides: dict) -> dict:
     return {k: v for k, v in overrides.items() if k not in SPT_ONLY_KEYS}
 
 
-def build_plan(spec: CompareSpec) -> list[PhaseJob]:
-    """Every phase of the comparison, SPT phases before the finetuning that waits for them. Recipes are checked
-    (loaded for their phase) before anything runs."""
+def launch_world_size(accelerate_config: str | None) -> int:
+    """The number of processes `accelerate launch --config_file accelerate_config` starts (1 without one)."""
+    if accelerate_config is None:
+        return 1
+    path = Path(accelerate_config).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"`accelerate_config` {accelerate_config} does not exist; pass an accelerate config.")
+    values = read_recipe_file(path)
+    processes = values.get("num_processes", 1)
+    if not isinstance(processes, int) or processes < 1:
+        raise ValueError(f"{accelerate_config}: `num_processes` must be a positive integer, got {processes!r}.")
+    return processes
+
+
+def build_plan(spec: CompareSpec) -> Plan:
+    """Every phase of the comparison, SPT phases before the finetuning that waits for them, and how they are
+    launched. Recipes are checked (loaded for their phase) before anything runs."""
     root = Path(spec.output_dir)
     jobs: list[PhaseJob] = []
     for task in spec.tasks:
         for arch in spec.architectures:
-            spt_recipe, finetune_recipe = recipe_pair(spec.recipes_dir, task, arch)
+            spt_recipe, finetune_recipe = task_recipe_pair(spec.recipes_dir, task, arch)
             keys = {**spec.overrides, **spec.task_overrides.get(task, {})}
-            budgets, steps = phase_budgets(spec, keys, spt_recipe, finetune_recipe)
+            budgets, steps = budget_overrides(spec, keys, spt_recipe, finetune_recipe)
             for size in spec.num_train_examples:
                 variant = "full" if size is None else f"n{size}"
                 for seed in spec.seeds:
@@ -215,19 +260,11 @@ def build_plan(spec: CompareSpec) -> list[PhaseJob]:
                     if size is not None:
                         common["num_train_examples"] = size
                     name = f"{task}/{arch}/{variant}/seed{seed}"
-                    spt_id = f"{name}/spt"
+                    where = dict(task=task, architecture=arch, variant=variant, seed=seed, run_dir=run_dir)
+                    spt_keys = {**common, **budgets["spt"]}
                     jobs.append(
                         PhaseJob(
-                            spt_id,
-                            "spt",
-                            task,
-                            arch,
-                            variant,
-                            seed,
-                            spt_recipe,
-                            {**common, **budgets["spt"]},
-                            run_dir,
-                            steps["spt"],
+                            f"{name}/spt", "spt", recipe=spt_recipe, overrides=spt_keys, steps=steps["spt"], **where
                         )
                     )
                     finetune_keys = {
@@ -239,55 +276,38 @@ def build_plan(spec: CompareSpec) -> list[PhaseJob]:
                         PhaseJob(
                             f"{name}/finetune",
                             "finetune",
-                            task,
-                            arch,
-                            variant,
-                            seed,
-                            finetune_recipe,
-                            finetune_keys,
-                            run_dir,
-                            steps["finetune"],
-                            depends_on=spt_id,
+                            recipe=finetune_recipe,
+                            overrides=finetune_keys,
+                            steps=steps["finetune"],
+                            depends_on=f"{name}/spt",
+                            **where,
                         )
                     )
                     if spec.with_scratch:
-                        scratch_keys = {**_finetune_keys(common), **budgets["scratch"]}
+                        baseline_keys = {**_finetune_keys(common), **budgets[BASELINE_PHASE]}
                         jobs.append(
                             PhaseJob(
-                                f"{name}/scratch",
-                                "scratch",
-                                task,
-                                arch,
-                                variant,
-                                seed,
-                                finetune_recipe,
-                                scratch_keys,
-                                run_dir,
-                                steps["scratch"],
+                                f"{name}/{BASELINE_PHASE}",
+                                BASELINE_PHASE,
+                                recipe=finetune_recipe,
+                                overrides=baseline_keys,
+                                steps=steps[BASELINE_PHASE],
+                                **where,
                             )
                         )
     for job in jobs:  # every phase's recipe, as that phase will load it, before anything runs
-        load_recipe(job.recipe, job.overrides, phase="spt" if job.kind == "spt" else "finetune")
-    return jobs
+        recipe = job.load_recipe()
+        if job.phase == BASELINE_PHASE:
+            job.kind = baseline_kind(recipe)
+    launch = Launch(
+        spec.launcher,
+        spec.max_parallel,
+        spec.accelerate_config,
+        dict(spec.submitit),
+        dict(spec.ray),
+        launch_world_size(spec.accelerate_config) if spec.launcher == "local" else 1,  # (the others ignore it)
+    )
+    return Plan(jobs, launch, root)
 
 
-def describe_plan(jobs: list[PhaseJob], statuses: dict[str, str]) -> str:
-    """The plan as a table: phase, status, steps, recipe, folder, dependency."""
-    lines = ["| phase | status | budget | recipe | folder | after |", "|---|---|---|---|---|---|"]
-    for job in jobs:
-        recipe = _shown(job.recipe)
-        lines.append(
-            f"| {job.id} | {statuses.get(job.id, 'to run')} | {job.steps} | {recipe} | {job.phase_dir} | "
-            f"{job.depends_on or '—'} |"
-        )
-    return "\n".join(lines)
-
-
-def _shown(recipe: Path) -> str:
-    try:
-        return str(recipe.relative_to(RECIPES_DIR))
-    except ValueError:
-        return str(recipe)
-
-
-__all__ = ["CompareSpec", "PhaseJob", "build_plan", "describe_plan", "find_recipe", "recipe_pair"]
+__all__ = ["CompareSpec", "Launch", "PhaseJob", "Plan", "build_plan", "find_recipe", "task_recipe_pair"]

@@ -28,7 +28,6 @@ from ..checkpoints import (
     file_digests,
     verify_backbone_transfer,
     verify_loaded_tensors,
-    verify_recorded_digests,
     write_directory_atomically,
 )
 from ..data import (
@@ -41,10 +40,10 @@ from ..data import (
     pretraining_dataset,
 )
 from ..data.pretraining import DataFingerprint, IndexedExamples
-from ..hub import checkpoint_folder, ensure_push_credentials, push_phase
+from ..hub import ensure_push_credentials, push_phase
 from .arguments import PHASE_FIELDS, Recipe, spt_bidirectional, validate_recipe
 from .results import phase_results, write_results
-from .run_folder import latest_complete_checkpoint, open_phase
+from .run_folder import PhaseState, in_phase_dir, latest_complete_checkpoint, open_phase
 from .task_data import TaskData, load_task_data
 from .trainer import (
     SPTTrainer,
@@ -55,6 +54,10 @@ from .trainer import (
 )
 
 FINGERPRINT_FILE = "spt_fingerprint.npy"
+# The baseline phase: finetuning without an SPT checkpoint (from random initialisation, or from text-pretrained
+# weights that the recipe's `backbone_name_or_path` loads). Its name is that of its folder, `scratch/`, and of
+# results.json's "phase", kept so that every saved run folder is still found.
+BASELINE_PHASE = "scratch"
 
 
 def model_config(recipe: Recipe, task: TaskData, **phase_fields):
@@ -68,12 +71,11 @@ def pretrain(recipe: Recipe, callbacks: list | None = None) -> dict:
     (with `push_to_hub`, push it with results.json and its model card once they are written). A finished phase is
     left alone and its results returned."""
     validate_recipe(recipe, "spt")
-    recipe = in_phase_dir(recipe, "spt")
-    ensure_push_credentials(recipe.training)  # no token, no hub_model_id, a token in the recipe: fail before training
-    with open_phase(recipe) as (status, fingerprint):
-        if status.state == "finished":
-            return _finished("spt", recipe, status.results)
-        return _pretrain(recipe, fingerprint, callbacks)
+    ensure_push_credentials(in_phase_dir(recipe, "spt").training)  # no token, no hub_model_id: fail before training
+    with open_phase(recipe, "spt") as status:
+        if status.state == PhaseState.FINISHED:
+            return _finished("spt", status.recipe, status.results)
+        return _pretrain(status.recipe, status.fingerprint, callbacks)
 
 
 def _pretrain(recipe: Recipe, fingerprint: dict, callbacks: list | None) -> dict:
@@ -130,24 +132,19 @@ def finetune(recipe: Recipe, callbacks: list | None = None) -> dict:
     """Finetune a classifier: from an SPT checkpoint (backbone transfer verified), any Hub classifier, or scratch
     (with `push_to_hub`, push it with results.json and its model card once they are written). A finished phase is
     left alone and its results returned."""
-    source = recipe.model.model_name_or_path
-    phase = "scratch" if source is None else "finetune"
+    phase = finetuning_phase(recipe)
     validate_recipe(recipe, phase)
-    recipe = in_phase_dir(recipe, phase)
-    ensure_push_credentials(recipe.training)
-    folder = None if source is None else checkpoint_folder(source)  # a Hub id: its snapshot, checked the same way
-    if folder is not None:
-        verify_recorded_digests(folder)  # a flipped byte since the SPT phase wrote it -> checksum error
-    with open_phase(recipe, phase_extra(folder)) as (status, fingerprint):
-        if status.state == "finished":
-            return _finished(phase, recipe, status.results)
-        return _finetune(recipe, phase, folder, fingerprint, callbacks)
+    ensure_push_credentials(in_phase_dir(recipe, phase).training)
+    with open_phase(recipe, phase) as status:  # a Hub id is resolved to its snapshot and checked the same way
+        if status.state == PhaseState.FINISHED:
+            return _finished(phase, status.recipe, status.results)
+        return _finetune(status.recipe, phase, status.source, status.fingerprint, callbacks)
 
 
-def phase_extra(source_folder: Path | None) -> dict:
-    """What a finetuning phase's fingerprint adds to its recipe: the files of the checkpoint it starts from (a changed
-    SPT checkpoint is a changed recipe)."""
-    return {} if source_folder is None else {"init.weights_sha256": file_digests(source_folder)}
+def finetuning_phase(recipe: Recipe) -> str:
+    """The phase `spt-hf finetune` runs for `recipe`: "finetune" from a checkpoint (`model_name_or_path`), else the
+    baseline phase (folder `scratch/`)."""
+    return "finetune" if recipe.model.model_name_or_path is not None else BASELINE_PHASE
 
 
 def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict, callbacks: list | None) -> dict:
@@ -270,12 +267,6 @@ def _announce(phase: str, trainer: SPTTrainer, what: str) -> None:
     print(f"spt_hf: {phase} on {where}: {what}", flush=True)
 
 
-def in_phase_dir(recipe: Recipe, phase: str) -> Recipe:
-    """The recipe writing into `<output_dir>/<phase>` (the run folder's subfolder of this phase)."""
-    phase_dir = Path(recipe.training.output_dir) / phase
-    return dataclasses.replace(recipe, training=dataclasses.replace(recipe.training, output_dir=str(phase_dir)))
-
-
 def _phase_arguments(recipe: Recipe, metric: str, greater_is_better: bool):
     """The recipe's TrainingArguments with the phase's model-selection metric (unless the recipe chose one). The
     Trainer does not reload the best checkpoint itself: the phase evaluates the final model first, then the best
@@ -389,13 +380,34 @@ def _check_leakage(recipe: Recipe, task: TaskData, source: str) -> None:
 
 
 def phase_budgets(spt_recipe: Recipe, finetune_recipe: Recipe) -> dict:
-    """Compute-tied runs: split `total_steps` by `spt_fraction`; the scratch baseline gets the whole budget."""
+    """The steps of each phase: each recipe's own `max_steps`, or for compute-tied runs `total_steps` split by
+    `spt_fraction` (the baseline phase gets the whole budget). `spt-hf run` and `spt-hf compare` both take them."""
     total = spt_recipe.spt.total_steps
     if total is None:
         steps = finetune_recipe.training.max_steps
-        return {"spt": spt_recipe.training.max_steps, "finetune": steps, "scratch": steps}
+        return {"spt": spt_recipe.training.max_steps, "finetune": steps, BASELINE_PHASE: steps}
     spt_steps = max(1, math.floor(total * spt_recipe.spt.spt_fraction))
-    return {"spt": spt_steps, "finetune": total - spt_steps, "scratch": total}
+    return {"spt": spt_steps, "finetune": total - spt_steps, BASELINE_PHASE: total}
+
+
+def refuse_ignored_max_steps(spt_recipe: Recipe, overrides: dict) -> None:
+    """Refuse a --max_steps override of a recipe pair whose budgets are tied (`total_steps`): total_steps decides
+    every phase's steps, so it would be ignored. The one check of `spt-hf run` and `spt-hf compare`."""
+    total = spt_recipe.spt.total_steps
+    if total and "max_steps" in overrides:
+        name = Path(spt_recipe.source).name if spt_recipe.source else "the SPT recipe"
+        raise ValueError(
+            f"--max_steps {overrides['max_steps']} would be ignored: {name} ties the phases' budgets with "
+            f"total_steps={total} (SPT gets spt_fraction of it, finetuning the rest, the baseline all of it). Pass "
+            "--total_steps N, or --total_steps null (`spt-hf compare`: --budget equal) to give each phase --max_steps."
+        )
+
+
+def baseline_kind(recipe: Recipe) -> str:
+    """What the baseline phase of `recipe` (finetuning without an SPT checkpoint) starts from: "text-pretrained"
+    when the recipe loads pretrained backbone weights (`backbone_name_or_path`), else "scratch" (random
+    initialisation)."""
+    return "text-pretrained" if recipe.model_config.get("backbone_name_or_path") else "scratch"
 
 
 def with_phase(recipe: Recipe, output_dir: Path, max_steps: int | None, model_name_or_path=...) -> Recipe:
@@ -411,7 +423,8 @@ def with_phase(recipe: Recipe, output_dir: Path, max_steps: int | None, model_na
 
 
 def run(spt_recipe: Recipe, finetune_recipe: Recipe, with_scratch: bool = False) -> dict:
-    """SPT, then finetuning from its checkpoint, and optionally the scratch baseline; writes a run summary."""
+    """SPT, then finetuning from its checkpoint, and optionally the baseline phase (`scratch/`: the finetuning
+    recipe without the SPT checkpoint); writes a run summary."""
     ensure_push_credentials(spt_recipe.training, finetune_recipe.training)  # both phases, before any training
     root = Path(spt_recipe.training.output_dir)
     budgets = phase_budgets(spt_recipe, finetune_recipe)
@@ -421,9 +434,9 @@ def run(spt_recipe: Recipe, finetune_recipe: Recipe, with_scratch: bool = False)
     summary["phases"]["finetune"] = finetune(with_phase(finetune_recipe, root, budgets["finetune"], str(spt_dir)))
     if with_scratch:
         # The baseline is not pushed (it would land in the finetuned model's repository); its numbers go in the cards.
-        scratch = with_phase(finetune_recipe, root, budgets["scratch"], None)
-        scratch = dataclasses.replace(scratch, training=dataclasses.replace(scratch.training, push_to_hub=False))
-        summary["phases"]["scratch"] = finetune(scratch)
+        baseline = with_phase(finetune_recipe, root, budgets[BASELINE_PHASE], None)
+        baseline = dataclasses.replace(baseline, training=dataclasses.replace(baseline.training, push_to_hub=False))
+        summary["phases"][BASELINE_PHASE] = finetune(baseline)
     compact = {name: _headline(result) for name, result in summary["phases"].items()}
     write_results(root, {"run_dir": str(root), "budgets": budgets, "phases": compact})
     if spt_recipe.training.should_save:  # the cards again, now that they can report every phase (only they change)

@@ -5,7 +5,9 @@ that are complete or absent, and a finished phase that is never trained again.
   gone (killed) is taken over with a message; a live one makes a second run fail at once, naming it.
 - `recipe_fingerprint`: the hash of everything in a resolved recipe that changes the model (not where it is written,
   how often it logs or how many data-loader workers read the data), recorded when the phase starts
-  (`spt_hf_phase.json`) and in `results.json`; `phase_status` compares it and names the keys that differ.
+  (`spt_hf_phase.json`) and in `results.json`.
+- `phase_status`: the one decision whether a phase is finished, and in what state (`PhaseState`), made by the
+  phase when it starts (`open_phase`) and by `spt-hf compare` before it launches the phase.
 - Trainer checkpoints are committed by `commit_checkpoint`: written into a staging folder, given a manifest of the
   sha256 of every file, then renamed into place; `latest_complete_checkpoint` returns the newest checkpoint whose
   manifest verifies, saying which it skipped and why.
@@ -14,6 +16,7 @@ docs/reliability.md states these guarantees; tests/reliability/test_run_lifecycl
 """
 
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import json
@@ -23,10 +26,18 @@ import shutil
 import socket
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
-from ..checkpoints import sha256_file, write_json_atomic
+from ..checkpoints import (
+    CheckpointIntegrityError,
+    file_digests,
+    sha256_file,
+    verify_recorded_digests,
+    write_json_atomic,
+)
+from ..hub.pull import checkpoint_folder
 from .results import RESULTS_FILE
 
 LOCK_FILE = ".spt_hf.lock"
@@ -164,10 +175,11 @@ def recipe_fingerprint(recipe_dict: dict, extra: dict | None = None) -> tuple[st
     return hashlib.sha256(canonical.encode()).hexdigest(), json.loads(canonical)
 
 
-def phase_fingerprint(recipe, extra: dict | None = None) -> tuple[str, dict]:
-    """The fingerprint a phase records for `recipe` (in its phase folder): the recipe, the number of processes and
-    `extra` facts (the checkpoint finetuning starts from)."""
-    return recipe_fingerprint(recipe.to_dict(), {"world_size": recipe.training.world_size, **(extra or {})})
+def phase_fingerprint(recipe, extra: dict | None = None, world_size: int | None = None) -> tuple[str, dict]:
+    """The fingerprint a phase records for `recipe` (in its phase folder): the recipe, the number of processes
+    (`world_size`, default this process's) and `extra` facts (the checkpoint finetuning starts from)."""
+    processes = recipe.training.world_size if world_size is None else world_size
+    return recipe_fingerprint(recipe.to_dict(), {"world_size": processes, **(extra or {})})
 
 
 def describe_changes(before: dict, after: dict, limit: int = 12) -> str:
@@ -178,22 +190,103 @@ def describe_changes(before: dict, after: dict, limit: int = 12) -> str:
     return "\n  ".join(lines)
 
 
+class PhaseState(StrEnum):
+    """The states of a phase, one vocabulary for the phase itself, `spt-hf compare`'s plan table, its progress
+    lines and its result (docs/compare.md lists them). `phase_status` decides the first five from the phase's
+    folder; a launcher adds the last four as it runs the phase.
+
+    - NEW: nothing of this recipe in the folder (or `overwrite_output_dir`): the phase trains from step 0.
+    - PARTIAL: checkpoints of this recipe: the phase resumes from the newest complete one.
+    - WAITING: the checkpoint the phase starts from (`model_name_or_path`, its SPT phase) is not there yet.
+    - FINISHED: finished with this recipe: never trained again, its results are read back.
+    - CHANGED: the folder holds a phase of another recipe (the differing keys are named) or a finished phase whose
+      files changed: left alone, never mixed in.
+    - QUEUED: submitted to a scheduler (Slurm, Ray), not started yet.
+    - RUNNING: started.
+    - FAILED: ran and stopped without finishing (its exit status and log are named).
+    - BLOCKED: not started because the phase it starts from failed, changed or was blocked.
+    """
+
+    NEW = "new"
+    PARTIAL = "partial"
+    WAITING = "waiting"
+    FINISHED = "finished"
+    CHANGED = "changed"
+    QUEUED = "queued"
+    RUNNING = "running"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+
+
+# The states in which a phase will be launched: it trains, resumes, or waits for the phase it starts from.
+TO_RUN = (PhaseState.NEW, PhaseState.PARTIAL, PhaseState.WAITING)
+
+
 @dataclass
 class PhaseStatus:
-    """What a phase folder holds for this recipe: "new", "partial" (checkpoints of this recipe) or "finished"."""
+    """What `phase_status` found: the state (NEW, PARTIAL, WAITING, FINISHED or CHANGED), the recipe writing into
+    the phase folder, the checkpoint folder it starts from, the fingerprint results.json records
+    ({"sha256", "entries"}), the results of a FINISHED phase, and for WAITING and CHANGED the error the phase
+    raises (its message says why)."""
 
-    state: str
+    state: PhaseState
+    recipe: object = None
+    source: Path | None = None
+    fingerprint: dict = field(default_factory=dict)
     results: dict | None = None
+    error: Exception | None = None
+
+    @property
+    def why(self) -> str:
+        return "" if self.error is None else str(self.error)
 
 
-def phase_status(folder: str | Path, fingerprint: str, entries: dict, overwrite: bool) -> PhaseStatus:
-    """Decide what the phase does with its folder; raise RecipeChangedError naming the differing keys when the
-    folder was started or finished with another recipe (unless `overwrite`: then it is emptied)."""
-    from ..checkpoints import verify_recorded_digests
+def in_phase_dir(recipe, phase: str):
+    """The recipe writing into `<output_dir>/<phase>` (the run folder's subfolder of this phase)."""
+    phase_dir = Path(recipe.training.output_dir) / phase
+    return dataclasses.replace(recipe, training=dataclasses.replace(recipe.training, output_dir=str(phase_dir)))
 
-    folder = Path(folder)
-    if overwrite and folder.is_dir():
-        clear_phase_folder(folder)
+
+def phase_extra(source_folder: Path | None) -> dict:
+    """What a finetuning phase's fingerprint adds to its recipe: the files of the checkpoint it starts from (a changed
+    SPT checkpoint is a changed recipe)."""
+    return {} if source_folder is None else {"init.weights_sha256": file_digests(source_folder)}
+
+
+def phase_status(recipe, phase: str, world_size: int | None = None) -> PhaseStatus:
+    """Whether the `phase` ("spt", "finetune" or "scratch") of `recipe` is finished, and in what state: THE
+    decision, made by the phase itself when it starts (`open_phase`) and by `spt-hf compare` before it launches the
+    phase (its plan table, what it runs, what it leaves alone). Reads only; never raises for the folder's content
+    (WAITING and CHANGED carry the error the phase raises).
+
+    `recipe` is the recipe as the phase loads it (`training.output_dir` is the run folder); `world_size` is the
+    number of processes the phase will run on (default: this process's, which is the phase's own when it starts;
+    compare passes what its launcher starts, e.g. an accelerate config's `num_processes`).
+    """
+    recipe = in_phase_dir(recipe, phase)
+    source = recipe.model.model_name_or_path
+    folder = None
+    if source is not None:
+        try:
+            folder = checkpoint_folder(source)  # a Hub id: its snapshot, checked the same way
+        except (FileNotFoundError, ValueError) as error:  # its SPT phase has not exported a model (yet)
+            return PhaseStatus(PhaseState.WAITING, recipe, error=error)
+    try:
+        if folder is not None:
+            verify_recorded_digests(folder)  # a flipped byte since the SPT phase wrote it -> checksum error
+        sha, entries = phase_fingerprint(recipe, phase_extra(folder), world_size)
+        status = _folder_state(Path(recipe.training.output_dir), sha, entries, recipe.spt.overwrite_output_dir)
+    except (RecipeChangedError, CheckpointIntegrityError) as error:  # a changed recipe, changed files
+        return PhaseStatus(PhaseState.CHANGED, recipe, folder, error=error)
+    status.recipe, status.source, status.fingerprint = recipe, folder, {"sha256": sha, "entries": entries}
+    return status
+
+
+def _folder_state(folder: Path, fingerprint: str, entries: dict, overwrite: bool) -> PhaseStatus:
+    """NEW, PARTIAL or FINISHED from what `folder` holds; raise RecipeChangedError naming the differing keys when
+    the folder was started or finished with another recipe (unless `overwrite`: the phase trains afresh)."""
+    if overwrite:
+        return PhaseStatus(PhaseState.NEW)  # the phase empties the folder first (`open_phase`)
     results_path, phase_path = folder / RESULTS_FILE, folder / PHASE_FILE
     recorded = None
     if results_path.is_file():
@@ -206,14 +299,14 @@ def phase_status(folder: str | Path, fingerprint: str, entries: dict, overwrite:
         recorded = results.get("recipe_fingerprint") or {}
         if recorded.get("sha256") == fingerprint:
             verify_recorded_digests(folder)  # a finished phase whose files changed is an error, not a rerun
-            return PhaseStatus("finished", results)
+            return PhaseStatus(PhaseState.FINISHED, results=results)
         state = "finished"
     elif phase_path.is_file():
         recorded = json.loads(phase_path.read_text())
         if recorded.get("sha256") == fingerprint:
-            return PhaseStatus("partial")
+            return PhaseStatus(PhaseState.PARTIAL)
         if not any(CHECKPOINT_PATTERN.match(p.name) for p in folder.glob("checkpoint-*")):
-            return PhaseStatus("new")  # started with another recipe but stopped before anything was saved
+            return PhaseStatus(PhaseState.NEW)  # started with another recipe but stopped before anything was saved
         state = "partially trained"
     elif any(CHECKPOINT_PATTERN.match(p.name) for p in folder.glob("checkpoint-*")):
         raise RecipeChangedError(
@@ -221,7 +314,7 @@ def phase_status(folder: str | Path, fingerprint: str, entries: dict, overwrite:
             "`--overwrite_output_dir true` trains the phase afresh."
         )
     else:
-        return PhaseStatus("new")
+        return PhaseStatus(PhaseState.NEW)
     raise RecipeChangedError(
         f"The recipe differs from the one the {state} phase in {folder} was trained with:\n  "
         f"{describe_changes(recorded.get('entries', {}), entries)}\nUse another output_dir, restore the recipe, or "
@@ -234,24 +327,32 @@ def record_phase_start(folder: str | Path, fingerprint: str, entries: dict) -> N
 
 
 @contextlib.contextmanager
-def open_phase(recipe, extra: dict | None = None) -> Iterator[tuple[PhaseStatus, dict]]:
-    """Hold the phase folder `recipe.training.output_dir` for one phase: lock it (main process only), decide
-    whether the phase is new, resumes or is finished (`phase_status`), and record the recipe it belongs to. Yields
-    the status and the recipe fingerprint ({"sha256", "entries"}) that results.json records."""
-    training = recipe.training
+def open_phase(recipe, phase: str) -> Iterator[PhaseStatus]:
+    """Hold the folder of the `phase` of `recipe` (`<output_dir>/<phase>`) for one phase: lock it (main process
+    only), decide what it holds (`phase_status`, the same decision `spt-hf compare` makes), empty it if the recipe
+    says `overwrite_output_dir`, and record the recipe it belongs to. Yields the status (state NEW, PARTIAL or
+    FINISHED); WAITING and CHANGED raise their error (a missing checkpoint to start from, a changed recipe)."""
+    training = in_phase_dir(recipe, phase).training
     folder = Path(training.output_dir)
-    fingerprint, entries = phase_fingerprint(recipe, extra)
     lock = PhaseLock(folder)
     main = training.process_index == 0
+    created = not folder.exists()
     try:
         with training.main_process_first(desc="spt_hf phase folder"):  # the main process decides first
             if main:
                 lock.acquire()
-            status = phase_status(folder, fingerprint, entries, overwrite=recipe.spt.overwrite_output_dir and main)
-            if main and status.state == "new":  # (again, if an earlier start saved nothing)
+            status = phase_status(recipe, phase)
+            if status.error is not None:
+                lock.release()
+                if main and created and not any(folder.iterdir()):
+                    folder.rmdir()  # a phase refused before it started leaves no folder behind
+                raise status.error
+            if main and status.state == PhaseState.NEW:  # (again, if an earlier start saved nothing)
+                if recipe.spt.overwrite_output_dir and folder.is_dir():
+                    clear_phase_folder(folder)
                 folder.mkdir(parents=True, exist_ok=True)
-                record_phase_start(folder, fingerprint, entries)
-        yield status, {"sha256": fingerprint, "entries": entries}
+                record_phase_start(folder, status.fingerprint["sha256"], status.fingerprint["entries"])
+        yield status
     finally:
         lock.release()
 

@@ -1,0 +1,74 @@
+"""compare's second stage (plan -> state -> launch -> report): the state of every phase of the plan, decided by
+the phase's own function (`run_folder.phase_status`, with the number of processes the launcher gives each phase),
+the plan table, and the progress lines while the phases run. The states are `PhaseState`'s."""
+
+import time
+from typing import TYPE_CHECKING
+
+from ..training.arguments import RECIPES_DIR
+from ..training.run_folder import PhaseState, PhaseStatus, phase_status
+
+if TYPE_CHECKING:  # (the later stages read the plan; they do not call back into it)
+    from .plan import Plan
+
+# How each outcome of a launch counts in the progress line.
+ENDED = (PhaseState.FINISHED, PhaseState.FAILED, PhaseState.BLOCKED)
+
+
+def plan_states(plan: "Plan") -> dict[str, PhaseStatus]:
+    """{job id: what its phase will find when it starts}: NEW, PARTIAL, WAITING (for its SPT phase), FINISHED or
+    CHANGED (the status says why). Reads only."""
+    return {job.id: phase_status(job.load_recipe(), job.phase, world_size=plan.launch.world_size) for job in plan.jobs}
+
+
+def describe_plan(plan: "Plan", states: dict[str, PhaseStatus]) -> str:
+    """The plan as a table: phase, kind, state, steps, recipe, folder, dependency."""
+    lines = ["| phase | kind | state | budget | recipe | folder | after |", "|---|---|---|---|---|---|---|"]
+    for job in plan.jobs:
+        state = states[job.id].state if job.id in states else PhaseState.NEW
+        lines.append(
+            f"| {job.id} | {job.kind} | {state} | {job.steps} | {_shown(job.recipe)} | {job.phase_dir} | "
+            f"{job.depends_on or '—'} |"
+        )
+    return "\n".join(lines)
+
+
+def _shown(recipe) -> str:
+    try:
+        return str(recipe.relative_to(RECIPES_DIR))
+    except ValueError:
+        return str(recipe)
+
+
+class Progress:
+    """One line per change: how many phases ended (finished, failed, blocked), run and are queued, and the time
+    left at this rate. Called by the launchers as `progress(job, state, detail)`."""
+
+    def __init__(self, total: int, parallel: int):
+        self.total, self.parallel, self.start = total, parallel, time.monotonic()
+        self.counts = {state: 0 for state in (PhaseState.RUNNING, *ENDED)}
+        self.durations: list[float] = []
+        self.started: dict[str, float] = {}
+
+    def __call__(self, job, state: PhaseState, detail: str) -> None:
+        if state == PhaseState.RUNNING:
+            self.started[job.id] = time.monotonic()
+            self.counts[PhaseState.RUNNING] += 1
+        elif state in ENDED:
+            if job.id in self.started:
+                self.durations.append(time.monotonic() - self.started.pop(job.id))
+                self.counts[PhaseState.RUNNING] -= 1
+            self.counts[state] += 1
+        running = self.counts[PhaseState.RUNNING]
+        ended = sum(self.counts[s] for s in ENDED)
+        queued = self.total - ended - running
+        eta = ""
+        if self.durations and queued + running:
+            per_phase = sum(self.durations) / len(self.durations)
+            eta = f", about {per_phase * (queued + running) / self.parallel / 60:.1f} min left"
+        counts = ", ".join(f"{self.counts[s]} {s}" for s in ENDED)
+        line = (
+            f"compare: {ended}/{self.total} ended ({counts}), {running} running, {queued} queued{eta} | "
+            f"{job.id}: {state}{' (' + detail + ')' if detail else ''}"
+        )
+        print(line, flush=True)
