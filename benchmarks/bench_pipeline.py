@@ -78,11 +78,11 @@ def recipe_for(task: str, model: str, steps: int, batch: int, workers: int, out:
 
 def pipeline_block(recipe, model, task_data, steps: int) -> list[float]:
     from spt_hf.data import MaskedSPTCollator, pretraining_dataset
-    from spt_hf.training.trainer import SPTTrainer
+    from spt_hf.training.trainer import PhaseTrainer
 
     clock = StepClock()
     training = recipe.training
-    trainer = SPTTrainer(
+    trainer = PhaseTrainer(
         model=model,
         args=training,
         train_dataset=pretraining_dataset(task_data.splits, task_data.spec),

@@ -23,7 +23,7 @@ from .modeling import (
     modeling_s4,
     modeling_spade,
 )
-from .modeling.configuration_backbone import SPTBackboneConfig
+from .modeling.configuration_backbone import WrapperConfig
 from .modeling.configuration_dlr import DLRConfig
 from .modeling.configuration_linformer import LinformerConfig
 from .modeling.configuration_mega import MegaConfig
@@ -32,11 +32,11 @@ from .modeling.configuration_rotary_transformer import RotaryTransformerConfig
 from .modeling.configuration_s4 import S4Config
 from .modeling.configuration_spade import SpadeConfig
 from .modeling.modeling_backbone import (
-    SPTBackboneForCausalLM,
-    SPTBackboneForMaskedLM,
-    SPTBackboneForRetrieval,
-    SPTBackboneForSequenceClassification,
-    SPTBackboneModel,
+    WrapperForCausalLM,
+    WrapperForMaskedLM,
+    WrapperForRetrieval,
+    WrapperForSequenceClassification,
+    WrapperModel,
 )
 from .modeling.modeling_dlr import (
     DLRForCausalLM,
@@ -118,7 +118,7 @@ _register(MegaConfig, modeling_mega)
 _register(SpadeConfig, modeling_spade)
 _register(LinformerConfig, modeling_linformer)
 _register(PerformerConfig, modeling_performer)
-_register(SPTBackboneConfig, modeling_backbone)
+_register(WrapperConfig, modeling_backbone)
 
 __all__ = [
     "AutoModelForRetrieval",
@@ -164,10 +164,10 @@ __all__ = [
     "PerformerForCausalLM",
     "PerformerForSequenceClassification",
     "PerformerForRetrieval",
-    "SPTBackboneConfig",
-    "SPTBackboneModel",
-    "SPTBackboneForMaskedLM",
-    "SPTBackboneForCausalLM",
-    "SPTBackboneForSequenceClassification",
-    "SPTBackboneForRetrieval",
+    "WrapperConfig",
+    "WrapperModel",
+    "WrapperForMaskedLM",
+    "WrapperForCausalLM",
+    "WrapperForSequenceClassification",
+    "WrapperForRetrieval",
 ]

@@ -180,15 +180,19 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
         *spellings("--dry_run"), action="store_true", help="print the plan and what is finished; run nothing"
     )
     parser.add_argument(
-        *spellings("--accelerate_config"), help="run each phase under `accelerate launch --config_file` this"
+        *spellings("--accelerate_config"),
+        help="run each phase under `accelerate launch --config_file` this (any launcher)",
     )
     parser.add_argument(*spellings("--submitit_cluster"), choices=("slurm", "local", "debug"), help="default slurm")
     parser.add_argument(*spellings("--submitit_partition"), help="Slurm partition")
     parser.add_argument(*spellings("--submitit_timeout_min"), type=int, help="Slurm time limit per phase, minutes")
-    parser.add_argument(*spellings("--submitit_gpus_per_node"), type=int, help="GPUs per phase")
+    parser.add_argument(
+        *spellings("--submitit_gpus_per_node"), type=int, help="GPUs per machine of a phase (a process each)"
+    )
+    parser.add_argument(*spellings("--submitit_nodes"), type=int, help="machines per phase (default 1)")
     parser.add_argument(*spellings("--ray_address"), help="a running Ray cluster (default: a local instance)")
     parser.add_argument(*spellings("--ray_num_cpus"), type=float, help="CPUs per phase (default 1)")
-    parser.add_argument(*spellings("--ray_num_gpus"), type=float, help="GPUs per phase (default 0)")
+    parser.add_argument(*spellings("--ray_num_gpus"), type=float, help="GPUs per phase, a process each (default 0)")
 
 
 def add_generate_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:

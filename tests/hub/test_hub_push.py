@@ -27,7 +27,7 @@ from transformers import (
 from spt_hf.checkpoints import verify_backbone_transfer
 from spt_hf.cli import main as cli_main
 from spt_hf.hub import MissingHubCredentialsError, check_credentials, ensure_push_credentials
-from spt_hf.training.arguments import SPTTrainingArguments
+from spt_hf.training.arguments import PhaseTrainingArguments
 
 WRONG_TOKEN = "hf_wrong_" + hashlib.sha256(TOKEN.encode()).hexdigest()[:20]
 MODELING_FILES = {
@@ -44,7 +44,7 @@ PUSH = """
 import sys
 from spt_hf.hub import HubPushError, push_checkpoint, push_phase
 from spt_hf.cli import main as cli_main
-from spt_hf.training.arguments import SPTTrainingArguments
+from spt_hf.training.arguments import PhaseTrainingArguments
 run = ARGS["run"]
 assert cli_main(["push", run, "--repo-id", "tester/tiny-spt"]) == 0
 assert cli_main(["push", run, "--phase", "finetune", "--repo-id", "tester/tiny-spt", "--revision", "finetuned"]) == 0
@@ -56,10 +56,10 @@ from huggingface_hub import HfApi, ModelCard
 HfApi().create_repo("tester/card-only")
 ModelCard.load(run + "/finetune/README.md").push_to_hub("tester/card-only")
 # What the pipeline calls at the end of a phase, from the recipe's push_to_hub / hub_model_id / hub_private_repo.
-phase = SPTTrainingArguments(output_dir=run, push_to_hub=True, hub_model_id="tester/tiny-scratch",
+phase = PhaseTrainingArguments(output_dir=run, push_to_hub=True, hub_model_id="tester/tiny-scratch",
                              hub_private_repo=True)
 print("PHASE PUSH", push_phase(phase, run + "/scratch"))
-assert push_phase(SPTTrainingArguments(output_dir=run + "/scratch")) is None
+assert push_phase(PhaseTrainingArguments(output_dir=run + "/scratch")) is None
 try:
     push_checkpoint(run + "/spt", "tester/tiny-spt-retry", token=ARGS["wrong_token"])
 except HubPushError as error:
@@ -362,23 +362,23 @@ def test_push_without_credentials_fails_before_anything(tiny_run, monkeypatch, c
     shutil.copytree(tiny_run / "scratch", folder, ignore=shutil.ignore_patterns("checkpoint-*", "README.md"))
     assert cli_main(["push", str(folder), "--repo-id", "tester/x"]) == 1
     assert "needs a token with write access" in capsys.readouterr().err and not (folder / "README.md").exists()
-    arguments = SPTTrainingArguments(output_dir=str(tmp_path / "o"), push_to_hub=True, hub_model_id="tester/x")
+    arguments = PhaseTrainingArguments(output_dir=str(tmp_path / "o"), push_to_hub=True, hub_model_id="tester/x")
     with pytest.raises(MissingHubCredentialsError):
         ensure_push_credentials(arguments)  # what the pipeline calls before loading data or training
-    ensure_push_credentials(SPTTrainingArguments(output_dir=str(tmp_path / "o")))  # no push: nothing needed
+    ensure_push_credentials(PhaseTrainingArguments(output_dir=str(tmp_path / "o")))  # no push: nothing needed
 
 
 def test_push_arguments_are_checked_before_training(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", TOKEN)
-    spt = SPTTrainingArguments(output_dir=str(tmp_path / "spt"), push_to_hub=True, hub_model_id="tester/a")
+    spt = PhaseTrainingArguments(output_dir=str(tmp_path / "spt"), push_to_hub=True, hub_model_id="tester/a")
     with pytest.raises(ValueError, match="would both push to tester/a"):
-        ensure_push_credentials(spt, SPTTrainingArguments(output_dir="f", push_to_hub=True, hub_model_id="tester/a"))
+        ensure_push_credentials(spt, PhaseTrainingArguments(output_dir="f", push_to_hub=True, hub_model_id="tester/a"))
     with pytest.raises(ValueError, match="needs `hub_model_id"):
-        ensure_push_credentials(SPTTrainingArguments(output_dir="f", push_to_hub=True))
-    with_token = SPTTrainingArguments(output_dir="f", push_to_hub=True, hub_model_id="t/b", hub_token="x")
+        ensure_push_credentials(PhaseTrainingArguments(output_dir="f", push_to_hub=True))
+    with_token = PhaseTrainingArguments(output_dir="f", push_to_hub=True, hub_model_id="t/b", hub_token="x")
     with pytest.raises(ValueError, match="training_args.bin"):
         ensure_push_credentials(with_token)
-    ensure_push_credentials(spt, SPTTrainingArguments(output_dir="f", push_to_hub=True, hub_model_id="tester/b"))
+    ensure_push_credentials(spt, PhaseTrainingArguments(output_dir="f", push_to_hub=True, hub_model_id="tester/b"))
 
 
 def test_zz_token_never_written_printed_or_logged(pushed, pulled, hub_client, hub_server, tmp_path_factory):

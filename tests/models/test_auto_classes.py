@@ -102,7 +102,7 @@ def test_bad_configs_raise_clear_errors(overrides, message):
 
 
 def test_causal_lm_refuses_bidirectional_config():
-    with pytest.raises(ValueError, match="needs a causal backbone: set `bidirectional=False`"):
+    with pytest.raises(ValueError, match="needs a causal model: set `bidirectional=False`"):
         AutoModelForCausalLM.from_config(tiny(bidirectional=True))
 
 
@@ -197,3 +197,84 @@ def test_full_attention_over_a_long_cpu_sequence_warns_with_the_estimate(caplog)
     finally:
         hf_logging.disable_propagation()
     assert "min per step" in caplog.text and "attention_window" in caplog.text
+
+
+# Class names before the renames (issue 22): checkpoints saved then carry them in `auto_map` and `architectures`.
+OLD_CLASS_NAMES = {
+    "WrapperConfig": "SPTBackboneConfig",
+    "WrapperModel": "SPTBackboneModel",
+    "WrapperForMaskedLM": "SPTBackboneForMaskedLM",
+    "WrapperForCausalLM": "SPTBackboneForCausalLM",
+    "WrapperForSequenceClassification": "SPTBackboneForSequenceClassification",
+    "WrapperForRetrieval": "SPTBackboneForRetrieval",
+}
+
+
+def save_with_old_names(entry, folder):
+    """A checkpoint as saved before the renames: its config.json names the old classes; (folder, logits, inputs)."""
+    model = AutoModelForSequenceClassification.from_config(make_config(entry)).eval()
+    model.save_pretrained(folder / "ckpt")
+    path = folder / "ckpt" / "config.json"
+    saved = json.loads(path.read_text())
+    renamed = 0
+    for auto, target in saved["auto_map"].items():
+        module, name = target.split(".")
+        if name in OLD_CLASS_NAMES:
+            saved["auto_map"][auto] = f"{module}.{OLD_CLASS_NAMES[name]}"
+            renamed += 1
+    saved["architectures"] = [OLD_CLASS_NAMES.get(name, name) for name in saved["architectures"]]
+    path.write_text(json.dumps(saved))
+    inputs = make_inputs(model.config, pad_last=2)
+    with torch.no_grad():
+        logits = model(**inputs).logits
+    return renamed, logits, inputs
+
+
+def test_checkpoints_saved_with_the_old_class_names_still_load(tmp_path):
+    """With spt_hf (registered classes, with or without trust_remote_code) and in a process without spt_hf."""
+    entry = next(entry for entry in TINY_CONFIGS if entry[0] == "backbone-bert")
+    folder = tmp_path / entry[0]
+    renamed, logits, inputs = save_with_old_names(entry, folder)
+    assert renamed == len(ALL_AUTO_CLASSES)
+    assert "SPTBackboneConfig" in (folder / "ckpt" / "config.json").read_text()
+    for trust in (False, True):
+        model = AutoModelForSequenceClassification.from_pretrained(folder / "ckpt", trust_remote_code=trust).eval()
+        with torch.no_grad():
+            assert torch.equal(model(**inputs).logits, logits), trust
+    torch.save(inputs, folder / "inputs.pt")
+    script = tmp_path / "load.py"
+    script.write_text(REMOTE_SCRIPT)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    subprocess.run([sys.executable, str(script), str(folder)], check=True, env=env)
+    assert torch.equal(torch.load(folder / "out.pt", weights_only=True), logits)
+
+
+def test_old_class_names_are_aliases_of_the_new():
+    from spt_hf.modeling import configuration_backbone, modeling_backbone, modeling_sequence
+    from spt_hf.training import arguments, trainer
+
+    for new, old in OLD_CLASS_NAMES.items():
+        module = configuration_backbone if new.endswith("Config") else modeling_backbone
+        assert getattr(module, old) is getattr(module, new)
+    assert modeling_sequence.SPTPreTrainedModel is modeling_sequence.SequencePreTrainedModel
+    assert trainer.SPTTrainer is trainer.PhaseTrainer
+    assert arguments.SPTTrainingArguments is arguments.PhaseTrainingArguments
+
+
+@pytest.mark.parametrize(
+    "name, field, value, message",
+    [
+        ("transformer-rotary", "pooling", "avg", "`pooling`='avg' is not supported"),
+        ("transformer-rotary", "num_attention_heads", 5, "`num_attention_heads`=5 must be positive and divide"),
+        ("s4-nplr", "state_size", 3, "`state_size` must be a positive even integer"),
+        ("backbone-bert", "hidden_dropout_prob", 0.1, "`hidden_dropout_prob` and `prenorm`"),
+    ],
+)
+def test_a_field_changed_after_construction_is_checked_on_save_and_build(tmp_path, name, field, value, message):
+    config = make_config(next(entry for entry in TINY_CONFIGS if entry[0] == name))
+    setattr(config, field, value)  # after __init__: its checks have already run
+    with pytest.raises(ValueError, match=message):
+        config.save_pretrained(tmp_path)
+    assert not (tmp_path / "config.json").exists()
+    with pytest.raises(ValueError, match=message):
+        AutoModel.from_config(config)

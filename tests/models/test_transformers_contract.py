@@ -10,7 +10,7 @@ from test_modeling_common import HEADS, build, head_inputs
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
 from transformers.modeling_outputs import ModelOutput
 
-from spt_hf.modeling.modeling_sequence import SPTPreTrainedModel
+from spt_hf.modeling.modeling_sequence import SequencePreTrainedModel
 
 ATTENTION = [e for e in TINY_CONFIGS if e[1] == "spt_rotary_transformer"]
 # Tracing transformers' Mamba scans (Python loops over positions and chunks) costs 5-20 s per model on 2 cores: the
@@ -185,7 +185,7 @@ def test_main_input_name_is_a_class_value(entry):
         cls = head._model_mapping[type(make_config(entry))]
         assert isinstance(cls.main_input_name, str) and cls.main_input_name == "input_ids"
     assert build(entry, "classification", "continuous").main_input_name == "input_values"
-    assert issubclass(cls, SPTPreTrainedModel)
+    assert issubclass(cls, SequencePreTrainedModel)
 
 
 def test_rope_types_of_transformers_change_long_sequences_and_unknown_ones_are_refused():
@@ -258,7 +258,7 @@ def test_cache_operations_follow_transformers_conventions():
 
 
 def test_a_causal_lm_refuses_continuous_generation_and_bidirectional_configs():
-    with pytest.raises(ValueError, match="needs a causal backbone"):
+    with pytest.raises(ValueError, match="needs a causal model"):
         AutoModelForCausalLM.from_config(make_config(TINY_CONFIGS[0], bidirectional=True))
 
 

@@ -72,10 +72,10 @@ def run_compare(spec: CompareSpec, dry_run: bool = False) -> CompareResult:
 def _launch(plan: Plan, jobs: list[PhaseJob], progress: Progress) -> dict:
     launch = plan.launch
     if launch.launcher == "local":
-        return run_local(jobs, progress, launch.max_parallel, launch.accelerate_config)
+        return run_local(jobs, progress, launch.max_parallel, launch.processes)
     if launch.launcher == "submitit":
-        return run_submitit(jobs, progress, launch.submitit, plan.output_dir)
-    return run_ray(jobs, progress, launch.ray)
+        return run_submitit(jobs, progress, launch.submitit, plan.output_dir, launch.processes)
+    return run_ray(jobs, progress, launch.ray, launch.processes)
 
 
 __all__ = [

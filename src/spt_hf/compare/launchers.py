@@ -6,8 +6,10 @@ waits for has succeeded, and the phases that wait for a failed one do not start.
 they happen.
 """
 
+import contextlib
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..training.run_folder import PhaseState
+from .processes import PhaseProcesses, run_in_job
 
 if TYPE_CHECKING:  # (the later stages read the plan; they do not call back into it)
     from .plan import PhaseJob
@@ -23,14 +26,31 @@ if TYPE_CHECKING:  # (the later stages read the plan; they do not call back into
 Event = Callable[["PhaseJob", str, str], None]
 
 
-def execute_phase(command: list[str], log: str, environment: dict | None = None) -> int:
+def execute_phase(command: list[str], log: str, environment: dict | None = None, cwd: str | None = None) -> int:
     """Run one phase's command, its output into `log`; the exit status. (Also what submitit and Ray run.)"""
     Path(log).parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "TQDM_DISABLE": "1", **(environment or {})}
     with open(log, "a") as handle:
         handle.write(f"$ {' '.join(command)}\n")
         handle.flush()
-        return subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env).returncode
+        return subprocess.run(
+            command, stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=cwd, preexec_fn=_end_with_parent()
+        ).returncode
+
+
+def _end_with_parent() -> Callable[[], None] | None:
+    """On Linux, a function that makes the phase's process receive SIGTERM when the process that started it dies
+    (a killed Ray worker or submitit task), so that no orphaned phase keeps the phase folder's lock."""
+    import ctypes
+    import ctypes.util
+    import signal
+
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    set_parent_death_signal = 1  # PR_SET_PDEATHSIG
+
+    return lambda: libc.prctl(set_parent_death_signal, signal.SIGTERM)
 
 
 def _ready(job: "PhaseJob", finished: dict[str, str], planned: set[str]) -> str | None:
@@ -77,29 +97,32 @@ def run_graph(jobs: list["PhaseJob"], start: Callable[["PhaseJob"], Future], par
     return finished
 
 
-def run_local(jobs, on_event: Event, parallel: int = 1, accelerate_config: str | None = None) -> dict:
+def run_local(jobs, on_event: Event, parallel: int = 1, layout: PhaseProcesses | None = None) -> dict:
     """Subprocesses, `parallel` at once, sharing the CPU cores (OMP_NUM_THREADS, unless set); on a machine with GPUs
-    each running phase gets its own GPU (CUDA_VISIBLE_DEVICES), unless every phase runs under `accelerate launch` on
-    all of them."""
-    gpus = _gpu_ids() if accelerate_config is None else []
+    each running phase gets its own GPUs (CUDA_VISIBLE_DEVICES): one, or one per process of `layout` (`accelerate
+    launch` with one process per GPU)."""
+    layout = layout or PhaseProcesses()
+    gpus = _gpu_ids()
+    if gpus and len(gpus) < layout.processes:
+        raise ValueError(
+            f"Each phase runs {layout.processes} processes, one per GPU, but this machine has {len(gpus)} GPUs; "
+            "set num_processes in the accelerate config to at most that."
+        )
     if gpus:
-        parallel = min(parallel, len(gpus))
+        parallel = min(parallel, len(gpus) // layout.processes)
     free, lock = list(gpus), threading.Lock()
-
-    threads = (
-        {} if "OMP_NUM_THREADS" in os.environ else {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // parallel))}
-    )
+    cores = max(1, (os.cpu_count() or 1) // (parallel * layout.processes))
+    threads = {} if "OMP_NUM_THREADS" in os.environ else {"OMP_NUM_THREADS": str(cores)}
 
     def run(job: "PhaseJob") -> int:
         with lock:
-            gpu = free.pop(0) if free else None
+            mine = [free.pop(0) for _ in range(layout.processes)] if free else []
         try:
-            env = {**threads, **({} if gpu is None else {"CUDA_VISIBLE_DEVICES": str(gpu)})}
-            return execute_phase(job.command(accelerate_config), str(job.log), env)
+            env = {**threads, **({"CUDA_VISIBLE_DEVICES": ",".join(map(str, mine))} if mine else {})}
+            return execute_phase(layout.command(job.words), str(job.log), env)
         finally:
-            if gpu is not None:
-                with lock:
-                    free.append(gpu)
+            with lock:
+                free.extend(mine)
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         return run_graph(jobs, lambda job: pool.submit(run, job), parallel, on_event)
@@ -125,27 +148,30 @@ def _require(module: str, launcher: str):
         ) from None
 
 
-def run_submitit(jobs, on_event: Event, options: dict, output_dir: Path) -> dict:
-    """One submitit job per phase. On Slurm every job is submitted at once, each finetuning job with an
-    `afterok` dependency on its SPT job; the `local` and `debug` clusters have no dependencies, so a finetuning job
-    is submitted when its SPT job has succeeded."""
+def run_submitit(jobs, on_event: Event, options: dict, output_dir: Path, layout: PhaseProcesses | None = None):
+    """One submitit job per phase, with one task per machine of `layout` running its processes. On Slurm every job
+    is submitted at once, each finetuning job with an `afterok` dependency on its SPT job; the `local` and `debug`
+    clusters have no dependencies, so a finetuning job is submitted when its SPT job has succeeded."""
     submitit = _require("submitit", "submitit")
-    options = dict(options)
+    layout = layout or PhaseProcesses()
+    options = {k: v for k, v in options.items() if k not in ("nodes", "processes_per_node")}
     cluster = options.pop("cluster", "slurm")
     folder = options.pop("folder", str(output_dir / "submitit" / "%j"))
     executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
-    parameters = {"timeout_min": options.pop("timeout_min", 24 * 60), "name": "spt-hf"}
+    parameters = {"timeout_min": options.pop("timeout_min", 24 * 60), "name": "spt-hf", "tasks_per_node": 1}
+    if layout.machines > 1:
+        parameters["nodes"] = layout.machines
     if cluster == "slurm":
         for key in ("partition", "gpus_per_node", "cpus_per_task", "mem_gb", "account", "qos"):
             if key in options:
                 parameters[f"slurm_{key}"] = options.pop(key)
     executor.update_parameters(**parameters, **options)
     if cluster == "slurm":
-        return _submit_slurm(executor, jobs, on_event)
+        return _submit_slurm(executor, jobs, on_event, layout)
     pool = ThreadPoolExecutor(max_workers=max(1, len(jobs)))
 
     def start(job: "PhaseJob") -> Future:
-        submitted = executor.submit(execute_phase, job.command(), str(job.log))
+        submitted = executor.submit(run_in_job, job.words, layout, str(job.log))
         return pool.submit(submitted.result)
 
     try:
@@ -154,7 +180,7 @@ def run_submitit(jobs, on_event: Event, options: dict, output_dir: Path) -> dict
         pool.shutdown()
 
 
-def _submit_slurm(executor, jobs: list["PhaseJob"], on_event: Event) -> dict:
+def _submit_slurm(executor, jobs: list["PhaseJob"], on_event: Event, layout: PhaseProcesses) -> dict:
     handles = {}
     for job in jobs:  # the plan lists each SPT phase before its finetuning
         if job.depends_on in handles:  # a dependency outside the plan finished earlier
@@ -163,7 +189,7 @@ def _submit_slurm(executor, jobs: list["PhaseJob"], on_event: Event) -> dict:
             )
         else:
             executor.update_parameters(slurm_additional_parameters={})
-        handles[job.id] = executor.submit(execute_phase, job.command(), str(job.log))
+        handles[job.id] = executor.submit(run_in_job, job.words, layout, str(job.log))
         on_event(job, PhaseState.QUEUED, f"Slurm job {handles[job.id].job_id}")
     finished = {}
     while len(finished) < len(jobs):
@@ -183,19 +209,29 @@ def _submit_slurm(executor, jobs: list["PhaseJob"], on_event: Event) -> dict:
     return finished
 
 
-def run_ray(jobs, on_event: Event, options: dict) -> dict:
+class PhaseKilled(RuntimeError):
+    """A phase's process was killed by a signal (the OOM killer, a user, its machine going down): Ray runs the
+    task again (`max_retries`), and the phase resumes from its newest complete checkpoint."""
+
+
+def run_ray(jobs, on_event: Event, options: dict, layout: PhaseProcesses | None = None) -> dict:
     """One Ray task per phase with its resource request; a finetuning task takes its SPT task's result as an
-    argument, so Ray runs it after that one (and it is skipped if that one failed)."""
+    argument, so Ray runs it after that one (and it is skipped if that one failed). A task whose worker died or whose
+    phase was killed is run again, up to `max_retries` times (default 2), then reported failed. A task finding its
+    phase run by a live process (another compare of the same folder) waits for it, then finds the phase finished."""
     ray = _require("ray", "ray")
+    layout = layout or PhaseProcesses()
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(address=options.get("address"), include_dashboard=False, log_to_driver=False)
     resources = {"num_cpus": options.get("num_cpus", 1), "num_gpus": options.get("num_gpus", 0)}
-    remote = ray.remote(**resources)(_ray_phase)
-    refs, by_ref = {}, {}
+    retries = int(options.get("max_retries", 2))
+    remote = ray.remote(**resources, max_retries=retries, retry_exceptions=[PhaseKilled])(_ray_phase)
+    refs, by_ref, cwd = {}, {}, os.getcwd()
     for job in jobs:
         dependency = refs.get(job.depends_on) if job.depends_on else None
-        refs[job.id] = remote.remote(job.command(), str(job.log), dependency)
+        log, folder = str(Path(job.log).absolute()), str(Path(job.phase_dir).absolute())
+        refs[job.id] = remote.remote(job.words, layout, log, folder, cwd, dependency)
         by_ref[refs[job.id]] = job
         on_event(job, PhaseState.QUEUED, "Ray task")
     finished, waiting = {}, list(refs.values())
@@ -203,11 +239,8 @@ def run_ray(jobs, on_event: Event, options: dict) -> dict:
         while waiting:
             ready, waiting = ray.wait(waiting, num_returns=1)
             job = by_ref[ready[0]]
-            status = ray.get(ready[0])
+            status, detail = _ray_outcome(ray, ready[0], job, refs, retries)
             finished[job.id] = {0: PhaseState.FINISHED, -1: PhaseState.BLOCKED}.get(status, PhaseState.FAILED)
-            detail = {PhaseState.FINISHED: "", PhaseState.BLOCKED: f"{job.depends_on} did not finish"}.get(
-                finished[job.id], f"see {job.log}"
-            )
             on_event(job, finished[job.id], detail)
     finally:
         if started_here:
@@ -215,8 +248,65 @@ def run_ray(jobs, on_event: Event, options: dict) -> dict:
     return finished
 
 
-def _ray_phase(command: list[str], log: str, dependency: int | None) -> int:
-    """A Ray task: -1 (blocked) if the phase it waited for did not succeed, else the phase's exit status."""
+def _ray_outcome(ray, ref, job: "PhaseJob", refs: dict, retries: int) -> tuple[int, str]:
+    """The exit status of a finished Ray task (-1: blocked) and the detail to report with it."""
+    try:
+        status = ray.get(ref)
+    except Exception as error:  # the task failed after its retries, or the task it depends on did
+        if job.depends_on in refs and _ray_failed(ray, refs[job.depends_on]):
+            return -1, f"{job.depends_on} did not finish"
+        line = next((text for text in str(error).splitlines() if text.strip()), type(error).__name__)
+        return 1, f"{type(error).__name__} after {retries} retries: {line[:200]}; see {job.log}"
+    if status == -1:
+        return -1, f"{job.depends_on} did not finish"
+    return status, "" if status == 0 else f"exit status {status}; see {job.log}"
+
+
+def _ray_failed(ray, ref) -> bool:
+    try:
+        return ray.get(ref) != 0
+    except Exception:
+        return True
+
+
+def _ray_phase(words: list[str], layout: PhaseProcesses, log: str, folder: str, cwd: str, dependency) -> int:
+    """A Ray task: -1 (blocked) if the phase it waited for did not succeed, else the phase's exit status; a phase
+    killed by a signal raises PhaseKilled (Ray retries it)."""
     if dependency not in (None, 0):
         return -1
-    return execute_phase(command, log)
+    with _phase_turn(Path(folder), log):
+        status = execute_phase(layout.command(words), log, cwd=cwd)
+    if status < 0:
+        raise PhaseKilled(f"the phase was killed by signal {-status}; see {log}")
+    return status
+
+
+@contextlib.contextmanager
+def _phase_turn(folder: Path, log: str):
+    """This task's turn to run the phase in `folder`: after any other task running it on this machine (another
+    compare of the same folder; an flock on `.<phase>.launch` beside it, released by the kernel when a worker dies),
+    and after a phase process of an earlier task that is still running or being stopped (the phase folder's lock).
+    The phase then finds itself finished, or resumes."""
+    import fcntl
+
+    from ..training.run_folder import live_lock_owner
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{folder.name}.launch", "a") as turn:
+        try:
+            fcntl.flock(turn, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _note(log, f"compare: waiting for another task running {folder} (a second compare of this folder?)")
+            fcntl.flock(turn, fcntl.LOCK_EX)
+        owner = live_lock_owner(folder)
+        if owner is not None:
+            _note(log, f"compare: waiting for process {owner['pid']}, which runs {folder} (since {owner['since']})")
+        while live_lock_owner(folder) is not None:
+            time.sleep(1)
+        yield
+
+
+def _note(log: str, line: str) -> None:
+    with open(log, "a") as handle:
+        handle.write(line + "\n")

@@ -13,8 +13,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..training.arguments import RECIPES_DIR, SPT_ONLY_KEYS, find_recipe, load_recipe, read_recipe_file
+from ..training.arguments import RECIPES_DIR, SPT_ONLY_KEYS, find_recipe, load_recipe
 from ..training.pipeline import BASELINE_PHASE, baseline_kind, phase_budgets, refuse_ignored_max_steps
+from .processes import PhaseProcesses, phase_processes
 
 BUDGETS = ("equal", "tied")
 LAUNCHERS = ("local", "submitit", "ray")
@@ -39,10 +40,12 @@ class CompareSpec:
         max_parallel: phases run at once by the local launcher.
         overrides: recipe keys set in every phase (`--key value` on the command line).
         task_overrides: recipe keys set in every phase of one task: {task: {key: value}} (YAML only).
-        accelerate_config: run each phase under `accelerate launch --config_file` this file (local launcher).
-        submitit: `cluster` (slurm | local | debug), `partition`, `timeout_min`, `gpus_per_node`, `cpus_per_task`,
-            `mem_gb`, `folder`.
-        ray: `address` (default: a local instance), `num_cpus` and `num_gpus` per phase.
+        accelerate_config: run each phase under `accelerate launch --config_file` this file (a path or a shipped
+            name such as `accelerate/multi_gpu.yaml`; every launcher).
+        submitit: `cluster` (slurm | local | debug), `partition`, `timeout_min`, `nodes`, `gpus_per_node` (one
+            process per GPU), `processes_per_node` (without GPUs), `cpus_per_task`, `mem_gb`, `folder`.
+        ray: `address` (default: a local instance), `num_cpus` and `num_gpus` per phase (one process per GPU),
+            `processes` (without GPUs), `max_retries` (of a phase whose worker or process was killed; default 2).
     """
 
     tasks: list[str]
@@ -120,20 +123,23 @@ class PhaseJob:
         """The phase's recipe as its command loads it (every check of `load_recipe` for this phase)."""
         return load_recipe(self.recipe, self.overrides, phase=self.phase)
 
-    def command(self, accelerate_config: str | None = None) -> list[str]:
+    @property
+    def words(self) -> list[str]:
+        """The phase as `spt-hf` arguments: `spt|finetune --config RECIPE --key value ...`."""
         words = [PHASE_COMMANDS[self.phase], "--config", str(self.recipe)]
         for key, value in self.overrides.items():
             words += [f"--{key}", json.dumps(value) if not isinstance(value, str) else value]
-        if accelerate_config:
-            launch = ["-m", "accelerate.commands.launch", "--config_file", accelerate_config]
-            return [sys.executable, *launch, "-m", "spt_hf", *words]
-        return [sys.executable, "-m", "spt_hf", *words]
+        return words
+
+    def command(self) -> list[str]:
+        """The phase as one process (`compare/processes.py` gives the command of a phase on several)."""
+        return [sys.executable, "-m", "spt_hf", *self.words]
 
 
 @dataclass
 class Launch:
     """How the phases run (the `CompareSpec` fields of the launch stage): the launcher and its options, and the
-    number of processes each phase runs on (`accelerate_config`'s `num_processes`, else 1), which its fingerprint
+    processes each phase runs on (`world_size` over `machines`; `compare/processes.py`), which its fingerprint
     records."""
 
     launcher: str = "local"
@@ -142,6 +148,11 @@ class Launch:
     submitit: dict = field(default_factory=dict)
     ray: dict = field(default_factory=dict)
     world_size: int = 1
+    machines: int = 1
+
+    @property
+    def processes(self) -> PhaseProcesses:
+        return PhaseProcesses(self.world_size, self.machines, self.accelerate_config)
 
 
 @dataclass
@@ -201,12 +212,12 @@ def budget_overrides(spec: CompareSpec, keys: dict, spt_recipe: Path, finetune_r
     pair with the comparison's `keys` (overrides) applied. The steps come from `pipeline.phase_budgets`, as for
     `spt-hf run`, and a --max_steps that tied budgets would ignore is refused by the same check."""
     spt = load_recipe(spt_recipe, keys, phase="spt")
-    budget = spec.budget or ("tied" if spt.spt.total_steps else "equal")
+    budget = spec.budget or ("tied" if spt.phase.total_steps else "equal")
     shared = {}
-    if budget == "equal" and spt.spt.total_steps:  # the recipe ties budgets; "equal" gives each phase its max_steps
+    if budget == "equal" and spt.phase.total_steps:  # the recipe ties budgets; "equal" gives each phase its max_steps
         shared = {"total_steps": None}
         spt = load_recipe(spt_recipe, {**keys, **shared}, phase="spt")
-    elif budget == "tied" and not spt.spt.total_steps:
+    elif budget == "tied" and not spt.phase.total_steps:
         raise ValueError(
             f"`budget: tied` needs `total_steps` (SPT and finetuning share them): {spt_recipe.name} sets none; "
             "pass --total_steps N."
@@ -226,20 +237,6 @@ def budget_overrides(spec: CompareSpec, keys: dict, spt_recipe: Path, finetune_r
 
 def _finetune_keys(overrides: dict) -> dict:
     return {k: v for k, v in overrides.items() if k not in SPT_ONLY_KEYS}
-
-
-def launch_world_size(accelerate_config: str | None) -> int:
-    """The number of processes `accelerate launch --config_file accelerate_config` starts (1 without one)."""
-    if accelerate_config is None:
-        return 1
-    path = Path(accelerate_config).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f"`accelerate_config` {accelerate_config} does not exist; pass an accelerate config.")
-    values = read_recipe_file(path)
-    processes = values.get("num_processes", 1)
-    if not isinstance(processes, int) or processes < 1:
-        raise ValueError(f"{accelerate_config}: `num_processes` must be a positive integer, got {processes!r}.")
-    return processes
 
 
 def build_plan(spec: CompareSpec) -> Plan:
@@ -299,13 +296,15 @@ def build_plan(spec: CompareSpec) -> Plan:
         recipe = job.load_recipe()
         if job.phase == BASELINE_PHASE:
             job.kind = baseline_kind(recipe)
+    layout = phase_processes(spec)  # from the launcher's options: one process per device
     launch = Launch(
         spec.launcher,
         spec.max_parallel,
-        spec.accelerate_config,
+        layout.accelerate_config,
         dict(spec.submitit),
         dict(spec.ray),
-        launch_world_size(spec.accelerate_config) if spec.launcher == "local" else 1,  # (the others ignore it)
+        layout.processes,
+        layout.machines,
     )
     return Plan(jobs, launch, root)
 

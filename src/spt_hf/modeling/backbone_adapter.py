@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from transformers import AutoModel, AutoModelForCausalLM, PreTrainedModel
 
-from .configuration_backbone import SPTBackboneConfig, backbone_checkpoint, backbone_direction
+from .configuration_backbone import WrapperConfig, backbone_checkpoint, backbone_direction
 
 # Names under which transformers models keep their final norm (beside the layer list); norms registered after the
 # layer list count too. Bloom's `word_embeddings_layernorm` sits before the layers and is kept.
@@ -114,7 +114,7 @@ class BackboneLayout:
         self.length_multiple = length_multiple(config)
 
 
-def build_backbone_model(config: SPTBackboneConfig) -> PreTrainedModel:
+def build_backbone_model(config: WrapperConfig) -> PreTrainedModel:
     """The transformers base model (`AutoModel`) of `config.backbone_config`, without its token embedding, pooler and
     final norm. Encoders run causally (`is_decoder=True`) when `bidirectional` is False."""
     backbone_config = copy.deepcopy(config.backbone_config)
@@ -141,7 +141,7 @@ def _pooling_kwargs(model_cls) -> dict:
 
 def load_pretrained_backbone(model: nn.Module) -> None:
     """Copy the weights of `config.backbone_name_or_path` (a local folder or Hub id, safetensors only) into the
-    backbone of an SPTBackboneModel (into both directions' backbones), the token embedding when the inputs are the
+    backbone of an WrapperModel (into both directions' backbones), the token embedding when the inputs are the
     backbone tokenizer's (`backbone_input: tokenizer`), and the final norm when the checkpoint's is a LayerNorm like
     spt_hf's. ValueError naming the tensors when the checkpoint does not fit `backbone_config`."""
     config = model.config
@@ -181,7 +181,7 @@ def load_pretrained_backbone(model: nn.Module) -> None:
                 _copy(model.norm_f.norm.bias, norm.bias, "the final LayerNorm", config)
 
 
-def _checked(state: dict, backbone: nn.Module, config: SPTBackboneConfig) -> dict:
+def _checked(state: dict, backbone: nn.Module, config: WrapperConfig) -> dict:
     own = backbone.state_dict()
     wrong = [
         f"{name} {tuple(tensor.shape)} vs {tuple(own[name].shape)}"
@@ -196,7 +196,7 @@ def _checked(state: dict, backbone: nn.Module, config: SPTBackboneConfig) -> dic
     return state
 
 
-def _copy(target: torch.Tensor, source: torch.Tensor, what: str, config: SPTBackboneConfig) -> None:
+def _copy(target: torch.Tensor, source: torch.Tensor, what: str, config: WrapperConfig) -> None:
     if target.shape != source.shape:
         raise ValueError(
             f"{what} of {config.backbone_name_or_path} has shape {tuple(source.shape)}, the model's "

@@ -84,9 +84,9 @@ def _backbone_dict(value: dict) -> dict:
     return value
 
 
-class SPTBackboneConfig(SequenceModelConfig):
+class WrapperConfig(SequenceModelConfig):
     r"""
-    Configuration of [`SPTBackboneModel`] and its heads: a transformers backbone (any in-tree text encoder or decoder)
+    Configuration of [`WrapperModel`] and its heads: a transformers backbone (any in-tree text encoder or decoder)
     fed by spt_hf's embedding through `inputs_embeds`, followed by spt_hf's final norm and heads. The shared fields
     (inputs, `norm_type` of the final norm, pooling, heads, SPT losses) are documented in `SequenceModelConfig`;
     `hidden_size` and `num_hidden_layers` are the backbone's (given values must agree with it).
@@ -155,7 +155,6 @@ class SPTBackboneConfig(SequenceModelConfig):
             self._take_backbone_vocabulary()
         self._derive_sizes()
         super().__post_init__(**kwargs)
-        self.validate_backbone_fields()
 
     def _backbone_value(self, name: str):
         return getattr(self.backbone_config, name, None)
@@ -182,6 +181,8 @@ class SPTBackboneConfig(SequenceModelConfig):
 
     def validate_backbone_fields(self) -> None:
         """Checks that need the built backbone config: direction, inputs, fields that do not apply."""
+        check_choice("backbone_input", self.backbone_input, BACKBONE_INPUTS)
+        check_choice("reverse_weights", self.reverse_weights, REVERSE_WEIGHTS)
         kind, has_causal_mode = backbone_direction(self.backbone_config)
         if not self.bidirectional and not has_causal_mode:
             raise ValueError(
@@ -212,4 +213,7 @@ class SPTBackboneConfig(SequenceModelConfig):
         return backbone_direction(self.backbone_config)[0]
 
 
-__all__ = ["SPTBackboneConfig", "backbone_checkpoint", "backbone_direction"]
+__all__ = ["WrapperConfig", "backbone_checkpoint", "backbone_direction"]
+
+
+SPTBackboneConfig = WrapperConfig  # loading alias: checkpoints saved before the rename name it in `auto_map`

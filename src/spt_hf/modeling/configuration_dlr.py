@@ -37,8 +37,7 @@ class DLRConfig(SequenceModelConfig):
     max_position_embeddings: int = 1024
     ssm_learning_rate: float | None = 1e-4
 
-    def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
+    def validate_dlr_fields(self) -> None:
         check_positive_int(self, "state_size", "max_position_embeddings")
         check_time_steps(self)
         check_ssm_learning_rate(self)

@@ -47,8 +47,7 @@ class LinformerConfig(RotaryTransformerConfig):
     max_position_embeddings: int = 4096
     bias_after_projection: bool = True
 
-    def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
+    def validate_linformer_fields(self) -> None:
         if not self.bidirectional:
             raise ValueError(
                 "`bidirectional=False` is not possible for spt_linformer: Linformer has no causal form (its "

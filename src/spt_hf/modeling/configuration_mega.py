@@ -56,8 +56,7 @@ class MegaConfig(SequenceModelConfig):
     attention_dropout: float = 0.0
     max_position_embeddings: int = 1024
 
-    def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
+    def validate_mega_fields(self) -> None:
         check_positive_int(
             self,
             "ema_projection_size",

@@ -31,8 +31,7 @@ class PerformerConfig(RotaryTransformerConfig):
     num_random_features: int = 256
     feature_redraw_interval: int | None = 1000
 
-    def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
+    def validate_performer_fields(self) -> None:
         check_positive_int(self, "num_random_features")
         check_positive_int(self, "feature_redraw_interval", optional=True)
         if self.attention_window is not None:

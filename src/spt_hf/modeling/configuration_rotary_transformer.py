@@ -68,6 +68,8 @@ class RotaryTransformerConfig(SequenceModelConfig):
                     f"one of {['default', *sorted(ROPE_INIT_FUNCTIONS)]}."
                 )
             self.validate_rope()
+
+    def validate_rotary_transformer_fields(self) -> None:
         if self.num_attention_heads <= 0 or self.hidden_size % self.num_attention_heads != 0:
             raise ValueError(
                 f"`num_attention_heads`={self.num_attention_heads} must be positive and divide "

@@ -56,8 +56,7 @@ class S4Config(SequenceModelConfig):
     max_position_embeddings: int = 1024
     ssm_learning_rate: float | None = 1e-3
 
-    def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
+    def validate_s4_fields(self) -> None:
         if not isinstance(self.state_size, int) or self.state_size < 2 or self.state_size % 2:
             raise ValueError(
                 f"`state_size` must be a positive even integer (conjugate pairs), got {self.state_size!r}."

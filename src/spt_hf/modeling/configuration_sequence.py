@@ -4,6 +4,8 @@ S4, DLR and the rotary Transformer differ only in their sequence mixer; everythi
 objective needs is declared here once, validated once, and saved with each checkpoint.
 """
 
+import functools
+
 from transformers import PreTrainedConfig
 
 POOLING_MODES = ("mean", "last", "max", "first")
@@ -134,9 +136,31 @@ class SequenceModelConfig(PreTrainedConfig):
     # property, not a field: Linformer's projection along the sequence mixes every position and has none.
     has_causal_form = True
 
-    def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
-        self.validate_sequence_fields()
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)  # makes `cls` a dataclass with its own `__init__`
+        built_init = cls.__init__
+
+        @functools.wraps(built_init)
+        def __init__(self, *args, **init_kwargs):
+            built_init(self, *args, **init_kwargs)
+            if type(self) is cls:  # once, after the whole `__init__` (and `__post_init__`) of the class built
+                self.validate()
+
+        cls.__init__ = __init__
+
+    def validate(self) -> None:
+        """Every check of the config: transformers' own, then each `validate_*` method of the spt_hf config classes
+        (base class first), as `@strict` collects them for transformers' configs. It runs after `__init__`, in
+        `save_pretrained` (transformers calls `validate()` before writing config.json) and when a model is built, so a
+        field changed after construction cannot be saved or built unchecked; each raises a ValueError naming the
+        field."""
+        super().validate()
+        names = {}
+        for klass in reversed(type(self).__mro__):
+            if isinstance(klass, type) and issubclass(klass, SequenceModelConfig):
+                names.update(dict.fromkeys(name for name in vars(klass) if name.startswith("validate_")))
+        for name in names:
+            getattr(self, name)()
 
     @property
     def is_token_input(self) -> bool:

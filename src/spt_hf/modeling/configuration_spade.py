@@ -62,8 +62,7 @@ class SpadeConfig(RotaryTransformerConfig):
     ssm_learning_rate: float | None = 1e-3
     s4_pointwise: bool = False
 
-    def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
+    def validate_spade_fields(self) -> None:
         if self.attention_window is None:
             raise ValueError("`attention_window` must be a positive block size: SPADE's attention is local.")
         check_positive_int(self, "attention_window")

@@ -4,9 +4,9 @@ Identical heads are a scientific requirement (docs/architectures.md): pooling an
 architectures. An architecture declares each head in one line:
 
     class S4ForMaskedLM(SequenceForMaskedLM, S4PreTrainedModel):
-        backbone_class = S4Model
+        base_model_class = S4Model
 
-The backbone lives under `base_model_prefix` ("model") in every head, so an SPT checkpoint maps one-to-one onto a
+The base model lives under `base_model_prefix` ("model") in every head, so an SPT checkpoint maps one-to-one onto a
 finetuning model.
 """
 
@@ -61,24 +61,21 @@ class ClassificationHead(nn.Module):
 
 
 class SequenceHeadMixin:
-    """Holds the backbone under `base_model_prefix` and runs it; shared by every head."""
+    """Holds the base model (`XModel`) under `base_model_prefix`, as transformers' `base_model`, and runs it; shared
+    by every head."""
 
-    backbone_class: type[nn.Module]
+    base_model_class: type[nn.Module]
 
     uses_mask_embedding = False
 
     def __init__(self, config: SequenceModelConfig):
         super().__init__(config)
-        setattr(self, self.base_model_prefix, self.backbone_class(config))
-        mask_embedding = getattr(self.backbone.embeddings, "mask_embedding", None)
+        setattr(self, self.base_model_prefix, self.base_model_class(config))
+        mask_embedding = getattr(self.base_model.embeddings, "mask_embedding", None)
         if mask_embedding is not None and not self.uses_mask_embedding:
             # Only masked SPT reads the mask vector; freezing it elsewhere keeps it out of the optimiser and lets
             # DDP run without searching for unused parameters. It is still saved and transferred.
             mask_embedding.requires_grad_(False)
-
-    @property
-    def backbone(self) -> nn.Module:
-        return getattr(self, self.base_model_prefix)
 
     @property
     def accepts_loss_kwargs(self) -> bool:
@@ -87,10 +84,10 @@ class SequenceHeadMixin:
         return False
 
     def get_input_embeddings(self) -> nn.Module | None:
-        return self.backbone.get_input_embeddings()
+        return self.base_model.get_input_embeddings()
 
     def set_input_embeddings(self, value: nn.Module) -> None:
-        self.backbone.set_input_embeddings(value)
+        self.base_model.set_input_embeddings(value)
 
 
 class LanguageModelHeadMixin(SequenceHeadMixin):
@@ -139,7 +136,7 @@ class SequenceForMaskedLM(LanguageModelHeadMixin):
 
     Tokens: masked positions carry the mask id in `input_ids` and `labels` hold the original id there (-100
     elsewhere); cross-entropy over the vocabulary. Continuous: `mask_positions` (B, L) marks the positions whose
-    projected value the backbone replaces by its mask vector; the loss (config.continuous_loss) is taken only there,
+    projected value the base model replaces by its mask vector; the loss (config.continuous_loss) is taken only there,
     against `labels` (defaults to `input_values` for L1/MSE).
     """
 
@@ -164,7 +161,7 @@ class SequenceForMaskedLM(LanguageModelHeadMixin):
         output_attentions: bool | None = None,
         **kwargs,
     ) -> MaskedLMOutput:
-        outputs = self.backbone(
+        outputs = self.base_model(
             input_ids=input_ids,
             input_values=input_values,
             attention_mask=attention_mask,
@@ -216,7 +213,7 @@ class SequenceForCausalLM(LanguageModelHeadMixin):
             )
         if config.bidirectional:
             raise ValueError(
-                f"{type(self).__name__} needs a causal backbone: set `bidirectional=False` in the config "
+                f"{type(self).__name__} needs a causal model: set `bidirectional=False` in the config "
                 "(a bidirectional model sees the element it must predict)."
             )
         super().__init__(config)
@@ -224,16 +221,16 @@ class SequenceForCausalLM(LanguageModelHeadMixin):
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
-        # generate() must not build a DynamicCache from spt_hf's config: the backbone says which cache holds its
+        # generate() must not build a DynamicCache from spt_hf's config: the base model says which cache holds its
         # states (`generation_cache()`); `_prepare_cache_for_generation` asks it for an empty one.
         return False
 
     def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs) -> None:
-        """The backbone's empty cache for generate() (filled by the first forward pass): spt_hf's `SequenceCache`, or
+        """The base model's empty cache for generate() (filled by the first forward pass): spt_hf's `SequenceCache`, or
         a transformers backbone's own cache (spt_backbone). None when the caller passed a cache or asked for
         `use_cache=False` (then every step runs the whole sequence in parallel)."""
         if model_kwargs.get("cache") is None and generation_config.use_cache is not False:
-            cache = self.backbone.generation_cache()
+            cache = self.base_model.generation_cache()
             if cache is not None:
                 model_kwargs["cache"] = cache
 
@@ -252,7 +249,7 @@ class SequenceForCausalLM(LanguageModelHeadMixin):
         output_attentions: bool | None = None,
         **kwargs,
     ) -> CausalLMOutputWithPast:
-        outputs = self.backbone(
+        outputs = self.base_model(
             input_ids=input_ids,
             input_values=input_values,
             attention_mask=attention_mask,
@@ -316,7 +313,7 @@ class SequenceForSequenceClassification(SequenceHeadMixin):
         output_attentions: bool | None = None,
         **kwargs,
     ) -> SequenceClassifierOutput:
-        outputs = self.backbone(
+        outputs = self.base_model(
             input_ids=input_ids,
             input_values=input_values,
             attention_mask=attention_mask,
@@ -346,7 +343,7 @@ class RetrievalOutput(SequenceClassifierOutput):
 
 
 class SequenceForRetrieval(SequenceHeadMixin):
-    """LRA Retrieval dual encoder: the same backbone encodes each document separately (never concatenated);
+    """LRA Retrieval dual encoder: the same base model encodes each document separately (never concatenated);
     u, v are pooled encodings; [u, v, u - v, u * v] -> Linear(4H, H) -> GELU -> Linear(H, num_labels).
     """
 
@@ -357,8 +354,8 @@ class SequenceForRetrieval(SequenceHeadMixin):
         self.post_init()
 
     def encode(self, input_ids=None, input_values=None, attention_mask=None, inputs_embeds=None, **kwargs):
-        """Pooled encoding (B, H) of one document, and the backbone's outputs."""
-        outputs = self.backbone(
+        """Pooled encoding (B, H) of one document, and the base model's outputs."""
+        outputs = self.base_model(
             input_ids=input_ids,
             input_values=input_values,
             attention_mask=attention_mask,

@@ -26,9 +26,9 @@ from transformers.utils import can_return_tuple
 
 from .backbone_adapter import BackboneLayout, build_backbone_model, load_pretrained_backbone
 from .blocks import SequenceEmbeddings, SequenceNorm
-from .configuration_backbone import SPTBackboneConfig
+from .configuration_backbone import WrapperConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
-from .modeling_sequence import SPTPreTrainedModel, validate_inputs
+from .modeling_sequence import SequencePreTrainedModel, validate_inputs
 
 
 def reversal_index(padding_mask: torch.Tensor | None, batch: int, length: int, device) -> torch.Tensor:
@@ -78,8 +78,8 @@ def capture_layer_outputs(model: nn.Module, layers_name: str | None, store: list
             handle.remove()
 
 
-class SPTBackbonePreTrainedModel(SPTPreTrainedModel):
-    config: SPTBackboneConfig
+class WrapperPreTrainedModel(SequencePreTrainedModel):
+    config: WrapperConfig
     _supports_sdpa = True
     _supports_flash_attn = True
     _supports_flex_attn = True
@@ -101,10 +101,10 @@ class SPTBackbonePreTrainedModel(SPTPreTrainedModel):
         return False if self._layout is None else self._layout.stateful
 
 
-class SPTBackboneModel(SPTBackbonePreTrainedModel):
+class WrapperModel(WrapperPreTrainedModel):
     """spt_hf's embedding -> a transformers backbone (through `inputs_embeds`) -> spt_hf's final norm."""
 
-    def __init__(self, config: SPTBackboneConfig):
+    def __init__(self, config: WrapperConfig):
         super().__init__(config)
         self.embeddings = SequenceEmbeddings(config)
         self.backbone_model = build_backbone_model(config)
@@ -187,7 +187,7 @@ class SPTBackboneModel(SPTBackbonePreTrainedModel):
         **kwargs,
     ) -> BaseModelOutputWithPast:
         r"""
-        The arguments of spt_hf's other backbones (modeling_sequence.SequenceBackbone.forward). `cache` is the
+        The arguments of spt_hf's other backbones (modeling_sequence.SequenceBaseModel.forward). `cache` is the
         backbone's own transformers cache (see `generation_cache`); with it, `attention_mask` may cover the cached and
         the new positions (as generate() passes it) or the new positions only. `position_ids` reach backbones that take
         them (the reversed pass of a bidirectional decoder uses its own 0..n-1).
@@ -240,10 +240,10 @@ class SPTBackboneModel(SPTBackbonePreTrainedModel):
             )
 
 
-class SPTBackboneForMaskedLM(SequenceForMaskedLM, SPTBackbonePreTrainedModel):
-    backbone_class = SPTBackboneModel
+class WrapperForMaskedLM(SequenceForMaskedLM, WrapperPreTrainedModel):
+    base_model_class = WrapperModel
 
-    def __init__(self, config: SPTBackboneConfig):
+    def __init__(self, config: WrapperConfig):
         if config.backbone_input == "tokenizer":
             raise ValueError(
                 "Masked SPT replaces masked tokens by spt_hf's mask id, which is not a token of the backbone "
@@ -253,30 +253,38 @@ class SPTBackboneForMaskedLM(SequenceForMaskedLM, SPTBackbonePreTrainedModel):
         super().__init__(config)
 
 
-class SPTBackboneForCausalLM(SequenceForCausalLM, SPTBackbonePreTrainedModel, GenerationMixin):
-    backbone_class = SPTBackboneModel
+class WrapperForCausalLM(SequenceForCausalLM, WrapperPreTrainedModel, GenerationMixin):
+    base_model_class = WrapperModel
 
-    def __init__(self, config: SPTBackboneConfig):
+    def __init__(self, config: WrapperConfig):
         super().__init__(config)
-        if not self.backbone.backbone_model.spt_layout.takes_cache:
+        if not self.base_model.backbone_model.spt_layout.takes_cache:
             # No cache to continue from: generate() must run the whole sequence at every step (transformers would
             # otherwise feed only the newest token).
             self.generation_config.use_cache = False
 
 
-class SPTBackboneForSequenceClassification(SequenceForSequenceClassification, SPTBackbonePreTrainedModel):
-    backbone_class = SPTBackboneModel
+class WrapperForSequenceClassification(SequenceForSequenceClassification, WrapperPreTrainedModel):
+    base_model_class = WrapperModel
 
 
-class SPTBackboneForRetrieval(SequenceForRetrieval, SPTBackbonePreTrainedModel):
-    backbone_class = SPTBackboneModel
+class WrapperForRetrieval(SequenceForRetrieval, WrapperPreTrainedModel):
+    base_model_class = WrapperModel
 
 
 __all__ = [
-    "SPTBackbonePreTrainedModel",
-    "SPTBackboneModel",
-    "SPTBackboneForMaskedLM",
-    "SPTBackboneForCausalLM",
-    "SPTBackboneForSequenceClassification",
-    "SPTBackboneForRetrieval",
+    "WrapperPreTrainedModel",
+    "WrapperModel",
+    "WrapperForMaskedLM",
+    "WrapperForCausalLM",
+    "WrapperForSequenceClassification",
+    "WrapperForRetrieval",
 ]
+
+# Loading aliases: checkpoints saved before the rename name these classes in `auto_map` and `architectures`.
+SPTBackbonePreTrainedModel = WrapperPreTrainedModel
+SPTBackboneModel = WrapperModel
+SPTBackboneForMaskedLM = WrapperForMaskedLM
+SPTBackboneForCausalLM = WrapperForCausalLM
+SPTBackboneForSequenceClassification = WrapperForSequenceClassification
+SPTBackboneForRetrieval = WrapperForRetrieval

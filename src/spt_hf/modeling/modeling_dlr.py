@@ -15,12 +15,12 @@ from transformers import initialization as init
 
 from .configuration_dlr import DLRConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
-from .modeling_sequence import SequenceBackbone, SPTPreTrainedModel
+from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
 from .ssm import SSMMixer, as_complex, blocked_powers, compute_dtype, state_dtype
 
 
 class DLRKernel(nn.Module):
-    """The DLR kernel (C, H, L), C = 2 when bidirectional.
+    """The DLR kernel (nd, H, L), nd = 2 directions when bidirectional (else 1).
 
     exp(λ l) with l = i·c + j is the product exp(λ i c) exp(λ j) (blocked powers): the contraction over n is one
     real GEMM (⌈L/c⌉·C·H, 2N) x (2N, c) against a small (N, c) table; no (N, L) exp table and no transcendental per
@@ -64,7 +64,7 @@ class DLRKernel(nn.Module):
         return torch.complex(-self.lambda_neg_real_sqrt.to(dtype).square(), self.lambda_imag.to(dtype))
 
     def forward(self, length: int) -> Tensor:
-        """The kernel (C, H, length)."""
+        """The kernel (nd, H, length)."""
         dtype = compute_dtype(self.W)
         # block c ≈ √(L·C·H) balances the (L/c)·C·H·N products of `left` against the N·c of the `fine` table
         block = max(1, math.isqrt(length * self.channels * self.hidden_size))
@@ -74,8 +74,8 @@ class DLRKernel(nn.Module):
         # Re(left @ fine) with (re, im) interleaved along n: [Re x, Im x] · [Re f, -Im f]
         right = torch.stack([fine.real, -fine.imag], 1).flatten(0, 1)  # (2N, c)
         kernel = torch.view_as_real(left).flatten(2).flatten(0, 1) @ right  # (I·C·H, c)
-        kernel = kernel.view(-1, self.channels, self.hidden_size, block).permute(1, 2, 0, 3)  # (C, H, I, c)
-        return kernel.reshape(self.channels, self.hidden_size, -1)[..., :length]  # (C, H, L)
+        kernel = kernel.view(-1, self.channels, self.hidden_size, block).permute(1, 2, 0, 3)  # (nd, H, I, c)
+        return kernel.reshape(self.channels, self.hidden_size, -1)[..., :length]  # (nd, H, L)
 
     def init_state(self, batch_size: int, device=None, dtype=None) -> Tensor:
         """Zero state (B, H, N, 2): complex as real pairs."""
@@ -105,31 +105,31 @@ class DLRMixer(SSMMixer):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class DLRPreTrainedModel(SPTPreTrainedModel):
+class DLRPreTrainedModel(SequencePreTrainedModel):
     config: DLRConfig
     _is_stateful = True  # a recurrent state cannot be rolled back: transformers refuses assisted decoding
 
 
-class DLRModel(SequenceBackbone, DLRPreTrainedModel):
+class DLRModel(SequenceBaseModel, DLRPreTrainedModel):
     """DLR backbone: embedding -> layers of one residual block around the DLR layer -> final norm."""
 
     mixer_classes = (DLRMixer,)
 
 
 class DLRForMaskedLM(SequenceForMaskedLM, DLRPreTrainedModel):
-    backbone_class = DLRModel
+    base_model_class = DLRModel
 
 
 class DLRForCausalLM(SequenceForCausalLM, DLRPreTrainedModel, GenerationMixin):
-    backbone_class = DLRModel
+    base_model_class = DLRModel
 
 
 class DLRForSequenceClassification(SequenceForSequenceClassification, DLRPreTrainedModel):
-    backbone_class = DLRModel
+    base_model_class = DLRModel
 
 
 class DLRForRetrieval(SequenceForRetrieval, DLRPreTrainedModel):
-    backbone_class = DLRModel
+    base_model_class = DLRModel
 
 
 __all__ = [

@@ -29,7 +29,7 @@ from .modeling_rotary_transformer import (
     apply_rotary_pos_emb,
     eager_attention_forward,
 )
-from .modeling_sequence import SPTPreTrainedModel
+from .modeling_sequence import SequencePreTrainedModel
 
 
 def init_sequence_projection(projection: Tensor) -> None:
@@ -132,7 +132,7 @@ class LinformerAttention(nn.Module):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class LinformerPreTrainedModel(SPTPreTrainedModel):
+class LinformerPreTrainedModel(SequencePreTrainedModel):
     config: LinformerConfig
     _supports_sdpa = True
     _supports_attention_backend = True
@@ -166,21 +166,21 @@ class LinformerModel(RotaryTransformerModel, LinformerPreTrainedModel):
 
 
 class LinformerForMaskedLM(SequenceForMaskedLM, LinformerPreTrainedModel):
-    backbone_class = LinformerModel
+    base_model_class = LinformerModel
 
 
 class LinformerForCausalLM(SequenceForCausalLM, LinformerPreTrainedModel, GenerationMixin):
     """Declared for the Auto classes; building it raises: Linformer has no causal form."""
 
-    backbone_class = LinformerModel
+    base_model_class = LinformerModel
 
 
 class LinformerForSequenceClassification(SequenceForSequenceClassification, LinformerPreTrainedModel):
-    backbone_class = LinformerModel
+    base_model_class = LinformerModel
 
 
 class LinformerForRetrieval(SequenceForRetrieval, LinformerPreTrainedModel):
-    backbone_class = LinformerModel
+    base_model_class = LinformerModel
 
 
 __all__ = [

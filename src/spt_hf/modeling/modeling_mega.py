@@ -27,7 +27,7 @@ from transformers import initialization as init
 from .cache import MixerState
 from .configuration_mega import MegaConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
-from .modeling_sequence import SequenceBackbone, SPTPreTrainedModel
+from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
 from .ssm import compute_dtype, fft_conv, state_dtype
 
 # MEGA's EMA initialisation (the official MultiHeadEMA): δ, α ~ N(0, 0.2), β ~ ±1 + N(0, 0.02), γ, ω ~ N(0, 1).
@@ -35,13 +35,13 @@ EMA_DELTA_ALPHA_STD, EMA_BETA_STD = 0.2, 0.02
 
 
 class MegaEMA(nn.Module):
-    """Multi-dimensional damped EMA on (B, L, D): each feature d is expanded to h components n,
+    """Multi-dimensional damped EMA on (B, L, H): each of the H features is expanded to h components n,
 
         s_t = p ⊙ β x_t + (1 - p ⊙ α) ⊙ s_{t-1},   y_t = Σ_n γ_n s_t,n / √h + ω x_t,
 
     with p = σ(δ), α = σ(α̃) in (0, 1) (damping). As a convolution, y = K * x + ω ⊙ x with
     K_l = Σ_n p β γ q^l / √h, q = 1 - p α. Bidirectional: a second set of (δ, α, β, γ) runs backwards; as in MEGA,
-    both directions include lag 0. Parameters are (C, D, h), C = 2 when bidirectional.
+    both directions include lag 0. Parameters are (nd, H, h), nd = 2 directions when bidirectional (else 1).
     """
 
     def __init__(self, config: MegaConfig):
@@ -66,41 +66,41 @@ class MegaEMA(nn.Module):
         init.normal_(self.omega)
 
     def coefficients(self, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
-        """Input weights p β, log decay log q and output weights γ / √h, each (C, D, h)."""
+        """Input weights p β, log decay log q and output weights γ / √h, each (nd, H, h)."""
         p = torch.sigmoid(self.delta.to(dtype))
         log_q = torch.log1p(-p * torch.sigmoid(self.alpha.to(dtype)))  # log(1 - p α), q in (0, 1)
         return p * self.beta.to(dtype), log_q, self.gamma.to(dtype) / math.sqrt(self.beta.shape[-1])
 
     def kernel(self, length: int) -> Tensor:
-        """K (C, D, length) with powers q^l = (q^c)^i q^j, l = i c + j: a batched (I, h) x (h, c) product per
-        (C, D) instead of a (C, D, h, L) table."""
+        """K (nd, H, length) with powers q^l = (q^c)^i q^j, l = i c + j: a batched (I, h) x (h, c) product per
+        (nd, H) instead of a (nd, H, h, L) table."""
         inputs, log_q, outputs = self.coefficients(compute_dtype(self.delta))
         block = math.isqrt(max(length - 1, 0)) + 1
         steps = torch.arange(-(-length // block), device=log_q.device, dtype=log_q.dtype) * block  # (I,)
-        coarse = torch.exp(log_q.unsqueeze(-1) * steps)  # (C, D, h, I)
+        coarse = torch.exp(log_q.unsqueeze(-1) * steps)  # (nd, H, h, I)
         fine = torch.exp(log_q.unsqueeze(-1) * torch.arange(block, device=log_q.device, dtype=log_q.dtype))
-        weighted = (inputs * outputs).unsqueeze(-1) * coarse  # (C, D, h, I)
-        kernel = torch.einsum("cdni,cdnj->cdij", weighted, fine)  # (C, D, I, c)
-        return kernel.flatten(-2)[..., :length]  # (C, D, L)
+        weighted = (inputs * outputs).unsqueeze(-1) * coarse  # (nd, H, h, I)
+        kernel = torch.einsum("cdni,cdnj->cdij", weighted, fine)  # (nd, H, I, c)
+        return kernel.flatten(-2)[..., :length]  # (nd, H, L)
 
     def forward(self, hidden_states: Tensor) -> Tensor:
-        """(B, L, D) -> SiLU(K * x + ω ⊙ x), (B, L, D); padded positions must be zero."""
+        """(B, L, H) -> SiLU(K * x + ω ⊙ x), (B, L, H); padded positions must be zero."""
         length = hidden_states.shape[1]
         with torch.autocast(device_type=hidden_states.device.type, enabled=False):
-            kernel = self.kernel(length + self.channels - 1)  # (C, D, L[+1]): backward lags are 1..L
+            kernel = self.kernel(length + self.channels - 1)  # (nd, H, L[+1]): backward lags are 1..L
             if self.channels == 2:
                 # fft_conv's backward kernel covers lags -1..-L; MEGA's backward lag 0 joins the forward one.
-                forward = kernel[0, :, :length] + F.pad(kernel[1, :, :1], (0, length - 1))  # (D, L)
-                kernel = torch.stack([forward, kernel[1, :, 1:]])  # (2, D, L)
-            y = fft_conv(hidden_states, kernel, self.omega)  # (B, L, D)
+                forward = kernel[0, :, :length] + F.pad(kernel[1, :, :1], (0, length - 1))  # (H, L)
+                kernel = torch.stack([forward, kernel[1, :, 1:]])  # (2, H, L)
+            y = fft_conv(hidden_states, kernel, self.omega)  # (B, L, H)
         return F.silu(y)
 
     def step(self, x: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:
-        """One position x (B, D) and the state s (B, D, h) -> (SiLU(y) (B, D), new state); causal only."""
-        inputs, log_q, outputs = self.coefficients(state.dtype)  # (1, D, h)
-        u = x.to(state.dtype)  # (B, D)
-        state = inputs[0] * u.unsqueeze(-1) + log_q[0].exp() * state  # (B, D, h)
-        y = (state * outputs[0]).sum(-1) + self.omega.to(state.dtype) * u  # (B, D)
+        """One position x (B, H) and the state s (B, H, h) -> (SiLU(y) (B, H), new state); causal only."""
+        inputs, log_q, outputs = self.coefficients(state.dtype)  # (1, H, h)
+        u = x.to(state.dtype)  # (B, H)
+        state = inputs[0] * u.unsqueeze(-1) + log_q[0].exp() * state  # (B, H, h)
+        y = (state * outputs[0]).sum(-1) + self.omega.to(state.dtype) * u  # (B, H)
         return F.silu(y).to(x.dtype), state
 
 
@@ -123,14 +123,14 @@ def element_attention_weights(scores: Tensor, visible: Tensor, activation: str) 
 
 
 class MegaState(MixerState):
-    """The EMA state (B, D, h) and the keys (B, T, z), values (B, T, E) and realness (B, T) of the positions of the
+    """The EMA state (B, H, h) and the keys (B, T, z), values (B, T, E) and realness (B, T) of the positions of the
     current chunk (of every position without chunking). The EMA state has no history: it cannot be rolled back."""
 
 
 class MegaMixer(nn.Module):
     """The MEGA sub-layer; returns the gated update u ⊙ (H - x) of the residual stream (see the module docstring).
 
-    `forward(hidden_states, attention_mask, residual)`: X (B, L, D) the mixer input (padding zeroed), `residual` the
+    `forward(hidden_states, attention_mask, residual)`: X (B, L, H) the mixer input (padding zeroed), `residual` the
     block input x (called on its own, X is taken as x). With `output_attentions`, also the attention weights placed
     in the (B, 1, L, L) matrix of all positions (chunks on the diagonal).
     """
@@ -222,12 +222,12 @@ class MegaMixer(nn.Module):
         output_attentions: bool = False,
         **kwargs,
     ) -> Tensor | tuple[Tensor, Tensor]:
-        residual = hidden_states if residual is None else residual  # (B, L, D)
+        residual = hidden_states if residual is None else residual  # (B, L, H)
         values = F.silu(self.v_proj(hidden_states))  # (B, L, E)
         u, z, r, hx = self._project(self.dropout(self.ema(hidden_states)))
         q, k = self._queries_keys(z)  # (B, L, z) each
         mixed, weights = self.attention(q, k, values, attention_mask)  # (B, L, E)
-        h = F.silu(hx + self.h_proj(mixed * r))  # (B, L, D)
+        h = F.silu(hx + self.h_proj(mixed * r))  # (B, L, H)
         out = u * (h - residual)  # the block adds x: x + u ⊙ (H - x)
         if not output_attentions:
             return out
@@ -241,7 +241,7 @@ class MegaMixer(nn.Module):
             )
 
     def init_state(self, batch_size: int, device=None, dtype=None) -> MegaState:
-        """Zero EMA state (B, D, h) (float32) and no keys or values yet."""
+        """Zero EMA state (B, H, h) (float32) and no keys or values yet."""
         self._require_causal()
         cfg = self.config
         ema = torch.zeros(batch_size, cfg.hidden_size, cfg.ema_projection_size, device=device, dtype=state_dtype(dtype))
@@ -252,14 +252,14 @@ class MegaMixer(nn.Module):
     def step(
         self, hidden_state: Tensor, state: MegaState, attention_mask=None, residual=None, position: int = 0, **kwargs
     ) -> tuple[Tensor, MegaState]:
-        """One position (B, D) -> (update (B, D), new state); equals `forward` position by position (eval mode)."""
+        """One position (B, H) -> (update (B, H), new state); equals `forward` position by position (eval mode)."""
         self._require_causal()
         residual = hidden_state if residual is None else residual
         ema, keys, values, real = state.tensors
         chunk = self.config.chunk_size
         if chunk > 0 and position % chunk == 0:  # a new chunk: earlier keys are no longer visible
             keys, values, real = keys[:, :0], values[:, :0], real[:, :0]
-        mx, ema = self.ema.step(hidden_state, ema)  # (B, D), (B, D, h)
+        mx, ema = self.ema.step(hidden_state, ema)  # (B, H), (B, H, h)
         u, z, r, hx = self._project(mx)
         q, k = self._queries_keys(z)  # (B, z)
         is_real = torch.ones(real.shape[0], 1, dtype=torch.bool, device=real.device)
@@ -277,7 +277,7 @@ class MegaMixer(nn.Module):
             scores = scores / real.sum(-1, keepdim=True).clamp(min=1).to(scores.dtype) + bias
         weights = self._weights(scores, real)  # (B, T)
         mixed = (weights.unsqueeze(1) @ values).squeeze(1)  # (B, E)
-        h = F.silu(hx + self.h_proj(mixed * r))  # (B, D)
+        h = F.silu(hx + self.h_proj(mixed * r))  # (B, H)
         return u * (h - residual), MegaState(ema, keys, values, real)
 
 
@@ -307,12 +307,12 @@ class MegaFeedForward(nn.Module):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class MegaPreTrainedModel(SPTPreTrainedModel):
+class MegaPreTrainedModel(SequencePreTrainedModel):
     config: MegaConfig
     _is_stateful = True  # the EMA state cannot be rolled back: transformers refuses assisted decoding
 
 
-class MegaModel(SequenceBackbone, MegaPreTrainedModel):
+class MegaModel(SequenceBaseModel, MegaPreTrainedModel):
     """MEGA backbone: embedding -> layers of (MEGA sub-layer, normalised FFN), each in a residual block -> norm."""
 
     mixer_classes = (MegaMixer, MegaFeedForward)
@@ -322,19 +322,19 @@ class MegaModel(SequenceBackbone, MegaPreTrainedModel):
 
 
 class MegaForMaskedLM(SequenceForMaskedLM, MegaPreTrainedModel):
-    backbone_class = MegaModel
+    base_model_class = MegaModel
 
 
 class MegaForCausalLM(SequenceForCausalLM, MegaPreTrainedModel, GenerationMixin):
-    backbone_class = MegaModel
+    base_model_class = MegaModel
 
 
 class MegaForSequenceClassification(SequenceForSequenceClassification, MegaPreTrainedModel):
-    backbone_class = MegaModel
+    base_model_class = MegaModel
 
 
 class MegaForRetrieval(SequenceForRetrieval, MegaPreTrainedModel):
-    backbone_class = MegaModel
+    base_model_class = MegaModel
 
 
 __all__ = [

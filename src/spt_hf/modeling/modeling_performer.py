@@ -30,7 +30,7 @@ from .cache import MixerState
 from .configuration_performer import PerformerConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_rotary_transformer import RotaryTransformerFeedForward, RotaryTransformerModel, apply_rotary_pos_emb
-from .modeling_sequence import SPTPreTrainedModel
+from .modeling_sequence import SequencePreTrainedModel
 from .ssm import compute_dtype, state_dtype
 
 CAUSAL_BLOCK = 64  # positions per block of the causal prefix sums: (L/64) m d running sums, 64 x 64 products
@@ -226,7 +226,7 @@ class PerformerAttention(nn.Module):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class PerformerPreTrainedModel(SPTPreTrainedModel):
+class PerformerPreTrainedModel(SequencePreTrainedModel):
     config: PerformerConfig
     _is_stateful = True  # causal running sums cannot be rolled back: transformers refuses assisted decoding
 
@@ -288,19 +288,19 @@ class PerformerModel(RotaryTransformerModel, PerformerPreTrainedModel):
 
 
 class PerformerForMaskedLM(SequenceForMaskedLM, PerformerPreTrainedModel):
-    backbone_class = PerformerModel
+    base_model_class = PerformerModel
 
 
 class PerformerForCausalLM(SequenceForCausalLM, PerformerPreTrainedModel, GenerationMixin):
-    backbone_class = PerformerModel
+    base_model_class = PerformerModel
 
 
 class PerformerForSequenceClassification(SequenceForSequenceClassification, PerformerPreTrainedModel):
-    backbone_class = PerformerModel
+    base_model_class = PerformerModel
 
 
 class PerformerForRetrieval(SequenceForRetrieval, PerformerPreTrainedModel):
-    backbone_class = PerformerModel
+    base_model_class = PerformerModel
 
 
 __all__ = [

@@ -24,7 +24,7 @@ from transformers.utils import logging
 from .cache import MixerState
 from .configuration_rotary_transformer import RotaryTransformerConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
-from .modeling_sequence import SequenceBackbone, SPTPreTrainedModel
+from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
 
 logger = logging.get_logger(__name__)
 
@@ -328,13 +328,13 @@ class RotaryTransformerFeedForward(nn.Module):
         return self.fc_out(F.gelu(self.fc_in(hidden_states)))
 
 
-class RotaryTransformerPreTrainedModel(SPTPreTrainedModel):
+class RotaryTransformerPreTrainedModel(SequencePreTrainedModel):
     config: RotaryTransformerConfig
     _supports_sdpa = True
     _supports_attention_backend = True
 
 
-class RotaryTransformerModel(SequenceBackbone, RotaryTransformerPreTrainedModel):
+class RotaryTransformerModel(SequenceBaseModel, RotaryTransformerPreTrainedModel):
     """Transformer backbone: each layer is an attention block then a feed-forward block, each with its residual.
 
     Packed sequences (position_ids that restart inside a row, no attention_mask: transformers'
@@ -412,19 +412,19 @@ class RotaryTransformerModel(SequenceBackbone, RotaryTransformerPreTrainedModel)
 
 
 class RotaryTransformerForMaskedLM(SequenceForMaskedLM, RotaryTransformerPreTrainedModel):
-    backbone_class = RotaryTransformerModel
+    base_model_class = RotaryTransformerModel
 
 
 class RotaryTransformerForCausalLM(SequenceForCausalLM, RotaryTransformerPreTrainedModel, GenerationMixin):
-    backbone_class = RotaryTransformerModel
+    base_model_class = RotaryTransformerModel
 
 
 class RotaryTransformerForSequenceClassification(SequenceForSequenceClassification, RotaryTransformerPreTrainedModel):
-    backbone_class = RotaryTransformerModel
+    base_model_class = RotaryTransformerModel
 
 
 class RotaryTransformerForRetrieval(SequenceForRetrieval, RotaryTransformerPreTrainedModel):
-    backbone_class = RotaryTransformerModel
+    base_model_class = RotaryTransformerModel
 
 
 __all__ = [

@@ -21,7 +21,7 @@ from transformers import initialization as init
 from .cauchy import paired_cauchy
 from .configuration_s4 import S4Config
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
-from .modeling_sequence import SequenceBackbone, SPTPreTrainedModel
+from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
 from .ssm import SSMMixer, as_complex, blocked_powers, compute_dtype, state_dtype
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -115,7 +115,7 @@ class S4KernelBase(nn.Module):
 
 
 def woodbury_spectrum(sums: list[tuple[Tensor, Tensor]], dt: Tensor, length: int) -> Tensor:
-    """K̂ (C, H, F) at the rfft bins of `length` from the scaled Cauchy sums U_ab = k_ab / c of `paired_cauchy`.
+    """K̂ (nd, H, F) at the rfft bins of `length` from the scaled Cauchy sums U_ab = k_ab / c of `paired_cauchy`.
 
     With τ = i tan(θ/2) = (Δ/2) g, hc = (Δ/2) cos(θ/2) and 1 + τ = e^{iθ/2} / cos(θ/2):
         K̂ = (1 + τ)(Δ/2)(k_CB - (Δ/2) k_CP k_PB / (1 + (Δ/2) k_PP)) = e^{iθ/2} (Δ/2)(U_CB - U_CP e),
@@ -135,11 +135,11 @@ def woodbury_spectrum(sums: list[tuple[Tensor, Tensor]], dt: Tensor, length: int
         w_re = cb_re - (cp_re * e_re - cp_im * e_im)  # U_CB - U_CP e
         w_im = cb_im - (cp_re * e_im + cp_im * e_re)
         spectra.append(torch.complex(w_re * hc - w_im * hs, w_re * hs + w_im * hc))
-    return torch.stack(spectra)  # (C, H, F)
+    return torch.stack(spectra)  # (nd, H, F)
 
 
 class S4KernelNPLR(S4KernelBase):
-    """The S4 kernel K (C, H, L) of the bilinear discretisation of A = Λ - P Pᴴ, computed as in S4 (Gu et al. 2022):
+    """The S4 kernel K (nd, H, L) of the bilinear discretisation of A = Λ - P Pᴴ, computed as in S4 (Gu et al. 2022):
 
         K̂(z) = Σ_l K_l z^l = (2 / (1 + z)) C̃ (g(z) I - A)⁻¹ B,   g(z) = (2/Δ) (1 - z) / (1 + z),
 
@@ -165,7 +165,7 @@ class S4KernelNPLR(S4KernelBase):
             c = torch.randn(self.channels, self.hidden_size, self.half, dtype=torch.complex128, device=self.C.device)
             transition, _ = self.discretize(torch.float64)
             power = torch.linalg.matrix_power(transition, self.max_length)  # Ā^L (H, N, N)
-            c_full = torch.cat([c, c.conj()], -1)  # (C, H, N)
+            c_full = torch.cat([c, c.conj()], -1)  # (nd, H, N)
             c_tilde = c_full - torch.einsum("chn,hnm->chm", c_full, power)  # C (I - Ā^L)
         init.copy_(self.C, torch.view_as_real(c_tilde[..., : self.half]).to(self.C.dtype))
 
@@ -188,14 +188,14 @@ class S4KernelNPLR(S4KernelBase):
             return c_tilde, grid
         transition, _ = self.discretize(dtype)
         power = torch.linalg.matrix_power(transition, grid)  # Ā^L' (H, N, N)
-        c_full = torch.cat([c_tilde, c_tilde.conj()], -1)  # (C, H, N)
+        c_full = torch.cat([c_tilde, c_tilde.conj()], -1)  # (nd, H, N)
         while grid < length:
             c_full = c_full + torch.einsum("chn,hnm->chm", c_full, power)  # C̃_2L = C̃_L (I + Ā^L)
             power, grid = power @ power, 2 * grid
         return c_full[..., : self.half], grid
 
     def forward(self, length: int) -> Tensor:
-        """The kernel (C, H, length): C = 2 (forward, backward direction) when bidirectional, else 1."""
+        """The kernel (nd, H, length): nd = 2 (forward, backward direction) when bidirectional, else 1."""
         dtype = compute_dtype(self.log_dt)
         dt, lam, B = self._ssm(dtype)  # (H,), (H, N/2), (H, N/2)
         P = self._tile(as_complex(self.P.to(dtype)))  # (H, N/2)
@@ -204,8 +204,8 @@ class S4KernelNPLR(S4KernelBase):
         v = torch.stack([a * b for a in (*c_tilde, P.conj()) for b in (B, P)])  # (2C+2, H, N/2) numerators a·b
         coef = torch.cat([-2 * (v * mu.conj()).real, 2 * v.real]).transpose(0, 1).contiguous()  # (H, 2M, N/2) [α; β]
         sums = paired_cauchy(coef, mu, grid)  # 2C+2 sums (Re, Im) (H, F), ordered as v
-        spectrum = woodbury_spectrum(sums, dt, grid)  # (C, H, F) K̂ at the roots of unity
-        return torch.fft.irfft(spectrum, n=grid)[..., :length]  # (C, H, L)
+        spectrum = woodbury_spectrum(sums, dt, grid)  # (nd, H, F) K̂ at the roots of unity
+        return torch.fft.irfft(spectrum, n=grid)[..., :length]  # (nd, H, L)
 
     def _step_matrices(self, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
         """Ā, B̄, C (causal channel) on the real basis r = [Re x; Im x] of the state x: (H, N, N), (H, N), (H, N).
@@ -267,7 +267,7 @@ class S4KernelDiag(S4KernelBase):
         return mu, (1 + mu) / (1 - mu), B * dt.unsqueeze(-1) / (1 - mu)
 
     def forward(self, length: int) -> Tensor:
-        """The kernel (C, H, length)."""
+        """The kernel (nd, H, length)."""
         mu, _, input_vec = self.discretize(compute_dtype(self.log_dt))  # (H, N/2)
         weights = as_complex(self.C.to(input_vec.real.dtype)) * input_vec  # (C, H, N/2)  C B̄
         log_transition = torch.log(1 + mu) - torch.log(1 - mu)  # log Ā (H, N/2)
@@ -275,8 +275,8 @@ class S4KernelDiag(S4KernelBase):
         left = (weights.unsqueeze(-1) * coarse).permute(1, 0, 3, 2).flatten(1, 2)  # (H, C·I, N/2)
         # 2 Re(left @ fine) = 2 [Re left, Im left] @ [Re fine; -Im fine]: one real batched matmul
         real = torch.bmm(torch.cat([left.real, left.imag], -1), torch.cat([fine.real, -fine.imag], 1))  # (H, C·I, c)
-        kernel = 2 * real.view(self.hidden_size, self.channels, -1)[..., :length]  # (H, C, L)
-        return kernel.transpose(0, 1)  # (C, H, L)
+        kernel = 2 * real.view(self.hidden_size, self.channels, -1)[..., :length]  # (H, nd, L)
+        return kernel.transpose(0, 1)  # (nd, H, L)
 
     def init_state(self, batch_size: int, device=None, dtype=None) -> Tensor:
         """Zero state (B, H, N/2, 2): complex x as real pairs."""
@@ -314,31 +314,31 @@ class S4Mixer(SSMMixer):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class S4PreTrainedModel(SPTPreTrainedModel):
+class S4PreTrainedModel(SequencePreTrainedModel):
     config: S4Config
     _is_stateful = True  # a recurrent state cannot be rolled back: transformers refuses assisted decoding
 
 
-class S4Model(SequenceBackbone, S4PreTrainedModel):
+class S4Model(SequenceBaseModel, S4PreTrainedModel):
     """S4 backbone: embedding -> layers of one residual block around the S4 layer -> final norm."""
 
     mixer_classes = (S4Mixer,)
 
 
 class S4ForMaskedLM(SequenceForMaskedLM, S4PreTrainedModel):
-    backbone_class = S4Model
+    base_model_class = S4Model
 
 
 class S4ForCausalLM(SequenceForCausalLM, S4PreTrainedModel, GenerationMixin):
-    backbone_class = S4Model
+    base_model_class = S4Model
 
 
 class S4ForSequenceClassification(SequenceForSequenceClassification, S4PreTrainedModel):
-    backbone_class = S4Model
+    base_model_class = S4Model
 
 
 class S4ForRetrieval(SequenceForRetrieval, S4PreTrainedModel):
-    backbone_class = S4Model
+    base_model_class = S4Model
 
 
 __all__ = [

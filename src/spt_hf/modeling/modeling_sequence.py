@@ -1,8 +1,8 @@
-"""The architecture-independent PreTrainedModel base and backbone of spt_hf.
+"""The architecture-independent PreTrainedModel base and base model of spt_hf.
 
 An architecture is a config class plus a tuple of mixer classes:
 
-    class S4Model(SequenceBackbone, S4PreTrainedModel):
+    class S4Model(SequenceBaseModel, S4PreTrainedModel):
         mixer_classes = (S4Mixer,)
 
 Embedding -> `num_hidden_layers` x SequenceLayer(mixers) -> final norm, with input checks, padding handling,
@@ -36,7 +36,7 @@ AUTO_CLASS_SUFFIXES = {
 }
 
 
-class SPTPreTrainedModel(PreTrainedModel):
+class SequencePreTrainedModel(PreTrainedModel):
     """Base of every spt_hf model: weight init, complete `auto_map` on save, input-kind dispatch."""
 
     config: SequenceModelConfig
@@ -46,6 +46,7 @@ class SPTPreTrainedModel(PreTrainedModel):
     _no_split_modules = ["SequenceLayer"]
 
     def __init__(self, config: SequenceModelConfig, *args, **kwargs):
+        config.validate()  # a field changed after the config was built is checked before a model is built from it
         super().__init__(config, *args, **kwargs)
         if not config.is_token_input:
             self.main_input_name = "input_values"
@@ -78,7 +79,7 @@ class SPTPreTrainedModel(PreTrainedModel):
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
         """transformers' loader, after checks that name the bad file for local folders: the model type, each
-        safetensors file's header and size, and the backbone tensor shapes against config.json."""
+        safetensors file's header and size, and the base model's tensor shapes against config.json."""
         folder = Path(str(pretrained_model_name_or_path))
         if folder.is_dir() and (folder / "config.json").is_file():
             check_local_checkpoint(cls, folder)
@@ -88,6 +89,9 @@ class SPTPreTrainedModel(PreTrainedModel):
         # transformers records only the saved class's own Auto class; a finetuning loader needs all of them.
         self.config.auto_map = self.full_auto_map()
         return super().save_pretrained(save_directory, *args, **kwargs)
+
+
+SPTPreTrainedModel = SequencePreTrainedModel  # the name before the rename, for code that imports it
 
 
 def read_safetensors_header(path: Path) -> dict:
@@ -141,9 +145,9 @@ def check_local_checkpoint(cls, folder: Path) -> None:
                 shapes[name] = (tuple(entry["shape"]), path.name)
     config = cls.config_class.from_dict({k: v for k, v in saved.items() if k not in ("auto_map", "architectures")})
     with torch.device("meta"):
-        backbone = cls.backbone_class(config) if hasattr(cls, "backbone_class") else cls(config)
-    prefix = "" if not hasattr(cls, "backbone_class") else cls.base_model_prefix + "."
-    for name, tensor in backbone.state_dict().items():
+        base = cls.base_model_class(config) if hasattr(cls, "base_model_class") else cls(config)
+    prefix = "" if not hasattr(cls, "base_model_class") else cls.base_model_prefix + "."
+    for name, tensor in base.state_dict().items():
         found = shapes.get(prefix + name) or shapes.get(name)
         if found is not None and found[0] != tuple(tensor.shape):
             raise ValueError(
@@ -220,8 +224,8 @@ def _shape(tensor: torch.Tensor | None) -> str:
     return "None" if tensor is None else str(tuple(tensor.shape))
 
 
-class SequenceBackbone:
-    """Mixin turning an architecture's PreTrainedModel into its backbone (`XModel`).
+class SequenceBaseModel:
+    """Mixin turning an architecture's PreTrainedModel into its base model (`XModel`).
 
     Subclasses set `mixer_classes` and may override `_mixer_kwargs` (per-forward inputs shared by all layers, such
     as rotary cos/sin) and `_embed`.

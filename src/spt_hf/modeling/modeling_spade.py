@@ -28,7 +28,7 @@ from .modeling_rotary_transformer import (
     RotaryTransformerModel,
 )
 from .modeling_s4 import S4Mixer
-from .modeling_sequence import SPTPreTrainedModel
+from .modeling_sequence import SequencePreTrainedModel
 
 
 class SpadeState(MixerState):
@@ -111,7 +111,7 @@ class SpadeMixer(nn.Module):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class SpadePreTrainedModel(SPTPreTrainedModel):
+class SpadePreTrainedModel(SequencePreTrainedModel):
     config: SpadeConfig
     _supports_sdpa = True
     _supports_attention_backend = True
@@ -128,19 +128,19 @@ class SpadeModel(RotaryTransformerModel, SpadePreTrainedModel):
 
 
 class SpadeForMaskedLM(SequenceForMaskedLM, SpadePreTrainedModel):
-    backbone_class = SpadeModel
+    base_model_class = SpadeModel
 
 
 class SpadeForCausalLM(SequenceForCausalLM, SpadePreTrainedModel, GenerationMixin):
-    backbone_class = SpadeModel
+    base_model_class = SpadeModel
 
 
 class SpadeForSequenceClassification(SequenceForSequenceClassification, SpadePreTrainedModel):
-    backbone_class = SpadeModel
+    base_model_class = SpadeModel
 
 
 class SpadeForRetrieval(SequenceForRetrieval, SpadePreTrainedModel):
-    backbone_class = SpadeModel
+    base_model_class = SpadeModel
 
 
 __all__ = [

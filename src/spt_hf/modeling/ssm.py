@@ -3,9 +3,9 @@
     SSMMixer:  y = GLU(Linear(H, 2H)(Dropout(GELU(K * u + D ⊙ u))))   on (B, L, H)
 
 An architecture supplies the kernel module K (S4's NPLR or diagonal kernel, DLR's kernel): a module mapping a length L
-to kernels (C, H, L), C = 1 (causal) or 2 (bidirectional), with `init_state`/`step` for the recurrent form. This file
-holds what every such layer shares: the FFT convolution y = K * u + D ⊙ u (causal or bidirectional), the blocked
-power tables a^l of diagonal state matrices, complex numbers stored as real pairs, and the layer itself.
+to kernels (nd, H, L) of nd = 1 (causal) or 2 (bidirectional) directions, with `init_state`/`step` for the recurrent
+form. This file holds what every such layer shares: the FFT convolution y = K * u + D ⊙ u (causal or bidirectional),
+the blocked power tables a^l of diagonal state matrices, complex numbers stored as real pairs, and the layer itself.
 
 Everything here runs in float32 (float64 when given float64, for the tests) with autocast disabled: the SSM kernel
 and the spectra lose too much in bf16/fp16.
@@ -193,7 +193,7 @@ _fft_conv_op = _define_fft_conv()
 
 
 def periodic_kernel(kernel: Tensor, length: int) -> Tensor:
-    """(C, H, Lk) kernels, Lk >= L -> (H, 2L) kernel of the circular convolution of length 2L.
+    """(nd, H, Lk) kernels, Lk >= L -> (H, 2L) kernel of the circular convolution of length 2L.
 
     C = 1: causal, lags 0..L-1. C = 2: bidirectional, kernel[0] at lags 0..L-1 and kernel[1] flipped and shifted to
     lags -1..-L (position 2L-1-j holds lag -(j+1)), so D ⊙ u alone covers lag 0 of the backward direction.
@@ -207,7 +207,7 @@ def periodic_kernel(kernel: Tensor, length: int) -> Tensor:
 
 
 def fft_conv(u: Tensor, kernel: Tensor, D: Tensor) -> Tensor:
-    """y = K * u + D ⊙ u along the length of u (B, L, H) for kernels (C, H, Lk), Lk >= L, and skip D (H,).
+    """y = K * u + D ⊙ u along the length of u (B, L, H) for kernels (nd, H, Lk), Lk >= L, and skip D (H,).
 
     C = 1 is causal (y[t] sees u[<= t]); C = 2 is bidirectional (kernel[1] is the backward direction). Computed in
     float32 (float64 for float64 inputs) with autocast disabled; returns (B, L, H) in the dtype of u.
@@ -259,7 +259,7 @@ def check_finite(kernel: Tensor, layer: nn.Module) -> None:
 class SSMMixer(nn.Module):
     """The SSM layer shared by S4 and DLR: y = GLU(Linear(H, 2H)(Dropout(GELU(K * u + D ⊙ u)))) on (B, L, H).
 
-    `kernel` maps a length L to the kernels (C, H, L): C = 1 (causal, lags 0..L-1) or C = 2 (bidirectional, the
+    `kernel` maps a length L to the kernels (nd, H, L): nd = 1 (causal, lags 0..L-1) or nd = 2 (bidirectional, the
     second at lags -1..-L), both directions from one kernel call per forward. The kernel and the FFT convolution run
     in float32 with autocast disabled; the output linear layer follows the surrounding autocast. Causal layers
     also run recurrently (`init_state`, `step`) for generation.
@@ -282,7 +282,7 @@ class SSMMixer(nn.Module):
     def forward(self, hidden_states: Tensor, attention_mask: Tensor | None = None, **kwargs) -> Tensor:
         """(B, L, H) -> (B, L, H). Padded positions must already be zero (right padding); the mask is unused."""
         with torch.autocast(device_type=hidden_states.device.type, enabled=False):
-            kernel = self.kernel(hidden_states.shape[1])  # (C, H, L) float32
+            kernel = self.kernel(hidden_states.shape[1])  # (nd, H, L) float32
             check_finite(kernel, self)
             y = fft_conv(hidden_states, kernel, self.D)  # (B, L, H) in the input dtype
         return self._output(y)

@@ -88,13 +88,21 @@ class ModelArguments:
 
 @dataclass
 class SPTArguments:
-    """The self-pretraining objective (pretrain phase) and phase bookkeeping."""
+    """The self-pretraining objective (the SPT phase's loss)."""
 
-    _argument_group_name = "SPT objective and phase bookkeeping"
+    _argument_group_name = "SPT objective"
 
     objective: str = field(default="masked", metadata={"help": f"SPT objective, one of {list(OBJECTIVES)}."})
     mask_rate: float = field(default=0.5, metadata={"help": "Masked SPT: probability that a position is masked."})
     span_length: int = field(default=1, metadata={"help": "Masked SPT: length of masked spans (1 = independent)."})
+
+
+@dataclass
+class PhaseArguments:
+    """Phase bookkeeping: the compute-tied budget, the overlap guard and whether a phase restarts afresh."""
+
+    _argument_group_name = "phase bookkeeping"
+
     total_steps: int | None = field(
         default=None, metadata={"help": "Compute-tied runs: total optimiser steps shared by SPT and finetuning."}
     )
@@ -109,7 +117,7 @@ class SPTArguments:
 
 
 @dataclass
-class SPTTrainingArguments(TrainingArguments):
+class PhaseTrainingArguments(TrainingArguments):
     """transformers' TrainingArguments with spt_hf defaults (no external reporting, no dropped examples)."""
 
     _argument_group_name = "training (any field of transformers TrainingArguments)"
@@ -141,6 +149,9 @@ class SPTTrainingArguments(TrainingArguments):
         super().__post_init__()
 
 
+SPTTrainingArguments = PhaseTrainingArguments  # the name before the rename, for code that imports it
+
+
 def require_reporting_packages(report_to) -> None:
     """`report_to: tensorboard` needs the optional tensorboard package (spt_hf's `extras`); say so in one line before
     transformers' Trainer fails on it."""
@@ -159,7 +170,7 @@ def _has_accelerator(torch) -> bool:
     return torch.cuda.is_available() or torch.backends.mps.is_available() or bool(xpu and xpu.is_available())
 
 
-ARGUMENT_CLASSES = (DataArguments, ModelArguments, SPTArguments, SPTTrainingArguments)
+ARGUMENT_CLASSES = (DataArguments, ModelArguments, SPTArguments, PhaseArguments, PhaseTrainingArguments)
 
 
 @dataclass
@@ -169,7 +180,8 @@ class Recipe:
     data: DataArguments
     model: ModelArguments
     spt: SPTArguments
-    training: SPTTrainingArguments
+    phase: PhaseArguments
+    training: PhaseTrainingArguments
     model_config: dict
     source: str | None = None
     chosen_metric: bool = False  # the recipe set metric_for_best_model itself (else each phase picks its own)
@@ -182,7 +194,8 @@ class Recipe:
             "data": dataclasses.asdict(self.data),
             "model": dataclasses.asdict(self.model),
             "model_config": dict(self.model_config),
-            "spt": dataclasses.asdict(self.spt),
+            # One "spt" entry, as before the SPT objective and the phase bookkeeping were split (fingerprints hash it).
+            "spt": dataclasses.asdict(self.spt) | dataclasses.asdict(self.phase),
             "training": training,
         }
 
@@ -287,15 +300,16 @@ def load_recipe(config_path: str | Path | None, overrides: dict | None = None, p
         )
     if "task" not in groups[DataArguments]:
         raise ValueError(f"The recipe {where} must name a `task`.")
-    check_training_values(groups[SPTTrainingArguments], where)
+    check_training_values(groups[PhaseTrainingArguments], where)
     recipe = Recipe(
         data=DataArguments(**groups[DataArguments]),
         model=ModelArguments(**groups[ModelArguments]),
         spt=SPTArguments(**groups[SPTArguments]),
-        training=SPTTrainingArguments(**groups[SPTTrainingArguments]),
+        phase=PhaseArguments(**groups[PhaseArguments]),
+        training=PhaseTrainingArguments(**groups[PhaseTrainingArguments]),
         model_config=model_config,
         source=str(path) if path else None,
-        chosen_metric="metric_for_best_model" in groups[SPTTrainingArguments],
+        chosen_metric="metric_for_best_model" in groups[PhaseTrainingArguments],
     )
     validate_recipe(recipe, phase)
     return recipe
@@ -359,10 +373,11 @@ def validate_recipe(recipe: Recipe, phase: str | None = None) -> None:
         raise ValueError(f"`mask_rate` must be in (0, 1), got {spt.mask_rate}.")
     if spt.span_length < 1:
         raise ValueError(f"`span_length` must be at least 1, got {spt.span_length}.")
-    if not 0.0 < spt.spt_fraction < 1.0:
-        raise ValueError(f"`spt_fraction` must be in (0, 1), got {spt.spt_fraction}.")
-    if spt.total_steps is not None and spt.total_steps < 2:
-        raise ValueError(f"`total_steps` must be at least 2 (one step per phase), got {spt.total_steps}.")
+    budget = recipe.phase
+    if not 0.0 < budget.spt_fraction < 1.0:
+        raise ValueError(f"`spt_fraction` must be in (0, 1), got {budget.spt_fraction}.")
+    if budget.total_steps is not None and budget.total_steps < 2:
+        raise ValueError(f"`total_steps` must be at least 2 (one step per phase), got {budget.total_steps}.")
     if recipe.data.validation_from not in ("train", "test"):
         raise ValueError(f"`validation_from` must be 'train' or 'test', got {recipe.data.validation_from!r}.")
     if recipe.data.generate_data and recipe.data.data_dir is None:

@@ -46,7 +46,7 @@ from .results import phase_results, write_results
 from .run_folder import PhaseState, in_phase_dir, latest_complete_checkpoint, open_phase
 from .task_data import TaskData, load_task_data
 from .trainer import (
-    SPTTrainer,
+    PhaseTrainer,
     causal_accuracy_metrics,
     classification_metrics,
     masked_accuracy_metrics,
@@ -104,7 +104,7 @@ def _pretrain(recipe: Recipe, fingerprint: dict, callbacks: list | None) -> dict
         metrics, best = causal_accuracy_metrics(), "next_token_accuracy"
     else:
         metrics, best = None, "loss"  # masked L1 loss = masked MAE on normalised values
-    trainer = SPTTrainer(
+    trainer = PhaseTrainer(
         model=model,
         args=_phase_arguments(recipe, best, greater_is_better=tokens),
         train_dataset=train_set,
@@ -155,7 +155,7 @@ def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict
     collator_cls = RetrievalCollator if task.spec.paired else ClassificationCollator
     greater = task.spec.problem_type != "regression"
     best = "accuracy" if greater else "r2"
-    trainer = SPTTrainer(
+    trainer = PhaseTrainer(
         model=model,
         args=_phase_arguments(recipe, best, greater_is_better=True),
         train_dataset=task.splits["train"],
@@ -256,7 +256,7 @@ def _write_phase_results(output_dir: str, results: dict) -> None:
     write_results(output_dir, results)
 
 
-def _announce(phase: str, trainer: SPTTrainer, what: str) -> None:
+def _announce(phase: str, trainer: PhaseTrainer, what: str) -> None:
     """One line per process, so a distributed launch shows that every process runs, and how."""
     args, kind = trainer.args, trainer.accelerator.distributed_type.value
     if args.world_size == 1:
@@ -277,7 +277,7 @@ def _phase_arguments(recipe: Recipe, metric: str, greater_is_better: bool):
     return dataclasses.replace(recipe.training, **changes)
 
 
-def _train_and_evaluate(trainer: SPTTrainer, recipe, task: TaskData, phase: str, start: float, evaluation) -> dict:
+def _train_and_evaluate(trainer: PhaseTrainer, recipe, task: TaskData, phase: str, start: float, evaluation) -> dict:
     """Train (resuming from the newest complete checkpoint), evaluate the final model and, when the recipe asks for
     the best checkpoint (`load_best_model_at_end`), the best one, on `evaluation` ("validation", "test"); export the
     selected model. The learning curve is kept as trained: these evaluations are recorded apart from it."""
@@ -327,7 +327,7 @@ def _check_resumed_form(model, checkpoint: str) -> None:
             )
 
 
-def export_model(trainer: SPTTrainer, output_dir: str) -> None:
+def export_model(trainer: PhaseTrainer, output_dir: str) -> None:
     """Save the final (best) model into `output_dir`, each file written whole under a temporary name first."""
     # `_internal_call=True`: only save. With `push_to_hub` the Trainer would also push here, before results.json and
     # the model card exist (and bypassing the atomic export); the phase pushes them all afterwards (`push_phase`).
@@ -376,24 +376,24 @@ def _check_leakage(recipe: Recipe, task: TaskData, source: str) -> None:
         return
     seen = DataFingerprint.load(path)  # a plain .npy read without pickle, its header checked against its size
     for split in ("validation", "test"):
-        check_no_overlap(seen, task.splits[split], allow_overlap=recipe.spt.allow_eval_overlap, name=split)
+        check_no_overlap(seen, task.splits[split], allow_overlap=recipe.phase.allow_eval_overlap, name=split)
 
 
 def phase_budgets(spt_recipe: Recipe, finetune_recipe: Recipe) -> dict:
     """The steps of each phase: each recipe's own `max_steps`, or for compute-tied runs `total_steps` split by
     `spt_fraction` (the baseline phase gets the whole budget). `spt-hf run` and `spt-hf compare` both take them."""
-    total = spt_recipe.spt.total_steps
+    total = spt_recipe.phase.total_steps
     if total is None:
         steps = finetune_recipe.training.max_steps
         return {"spt": spt_recipe.training.max_steps, "finetune": steps, BASELINE_PHASE: steps}
-    spt_steps = max(1, math.floor(total * spt_recipe.spt.spt_fraction))
+    spt_steps = max(1, math.floor(total * spt_recipe.phase.spt_fraction))
     return {"spt": spt_steps, "finetune": total - spt_steps, BASELINE_PHASE: total}
 
 
 def refuse_ignored_max_steps(spt_recipe: Recipe, overrides: dict) -> None:
     """Refuse a --max_steps override of a recipe pair whose budgets are tied (`total_steps`): total_steps decides
     every phase's steps, so it would be ignored. The one check of `spt-hf run` and `spt-hf compare`."""
-    total = spt_recipe.spt.total_steps
+    total = spt_recipe.phase.total_steps
     if total and "max_steps" in overrides:
         name = Path(spt_recipe.source).name if spt_recipe.source else "the SPT recipe"
         raise ValueError(

@@ -149,6 +149,21 @@ class PhaseLock:
         self.release()
 
 
+def live_lock_owner(folder: str | Path) -> dict | None:
+    """The owner ({"pid", "host", "since", ...}) of the lock on `folder` if it is a live process on this host; None
+    if there is no lock, its process is gone, or it was taken on another host."""
+    try:
+        owner = json.loads((Path(folder) / LOCK_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    pid = owner.get("pid")
+    if owner.get("host") != socket.gethostname() or not isinstance(pid, int):
+        return None
+    start = _process_start(pid)
+    alive = start is not None and (not owner.get("start") or not start or start == owner["start"])
+    return owner if alive else None
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Which recipe a phase belongs to, and whether it is finished
 # ----------------------------------------------------------------------------------------------------------------
@@ -275,7 +290,7 @@ def phase_status(recipe, phase: str, world_size: int | None = None) -> PhaseStat
         if folder is not None:
             verify_recorded_digests(folder)  # a flipped byte since the SPT phase wrote it -> checksum error
         sha, entries = phase_fingerprint(recipe, phase_extra(folder), world_size)
-        status = _folder_state(Path(recipe.training.output_dir), sha, entries, recipe.spt.overwrite_output_dir)
+        status = _folder_state(Path(recipe.training.output_dir), sha, entries, recipe.phase.overwrite_output_dir)
     except (RecipeChangedError, CheckpointIntegrityError) as error:  # a changed recipe, changed files
         return PhaseStatus(PhaseState.CHANGED, recipe, folder, error=error)
     status.recipe, status.source, status.fingerprint = recipe, folder, {"sha256": sha, "entries": entries}
@@ -348,7 +363,7 @@ def open_phase(recipe, phase: str) -> Iterator[PhaseStatus]:
                     folder.rmdir()  # a phase refused before it started leaves no folder behind
                 raise status.error
             if main and status.state == PhaseState.NEW:  # (again, if an earlier start saved nothing)
-                if recipe.spt.overwrite_output_dir and folder.is_dir():
+                if recipe.phase.overwrite_output_dir and folder.is_dir():
                     clear_phase_folder(folder)
                 folder.mkdir(parents=True, exist_ok=True)
                 record_phase_start(folder, status.fingerprint["sha256"], status.fingerprint["entries"])

@@ -16,14 +16,27 @@ from .optim import param_groups
 from .run_folder import STAGING_PREFIX, commit_checkpoint, disk_full_error
 
 
-class SPTTrainer(Trainer):
+class PhaseTrainer(Trainer):
     """`Trainer` with spt_hf's optimiser groups (SSM learning rates, no decay on norms and SSM parameters), the epoch
     handed to datasets that draw per-epoch randomness (the SPT masks of `IndexedExamples`), and checkpoints that are
     complete or absent: each is written into a staging folder, given a manifest of the sha256 of its files, and
-    renamed into place (`run_folder.commit_checkpoint`); a full disk is one clear error."""
+    renamed into place (`run_folder.commit_checkpoint`); a full disk is one clear error. A process that sees several
+    GPUs is refused (no `nn.DataParallel`): a phase runs one process per GPU."""
 
     _staging_root: Path | None = None
     _push_after_commit = False
+
+    def __init__(self, *args, **kwargs):
+        training_args = kwargs.get("args", args[1] if len(args) > 1 else None)
+        if training_args is not None and training_args.n_gpu > 1:
+            # transformers would wrap the model in nn.DataParallel: one process stepping on n_gpu x the batch, while
+            # world_size (results.json, the recipe fingerprint) says one process of the per-device batch.
+            raise ValueError(
+                f"{training_args.n_gpu} GPUs are visible to one process; spt_hf runs one process per GPU, not "
+                f"nn.DataParallel: `accelerate launch --num_processes {training_args.n_gpu} -m spt_hf ...` (or "
+                "`spt-hf compare --accelerate-config`), or CUDA_VISIBLE_DEVICES=0 for one GPU."
+            )
+        super().__init__(*args, **kwargs)
 
     def create_optimizer(self, model=None):
         if self.optimizer is None:
@@ -150,3 +163,6 @@ def classification_metrics(problem_type: str) -> Callable[[EvalPrediction], dict
 
 def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+SPTTrainer = PhaseTrainer  # the name before the rename, for code that imports it

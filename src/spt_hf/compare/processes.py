@@ -1,0 +1,136 @@
+"""How many processes run one phase, and the command each machine of a phase runs.
+
+A phase given G devices runs G processes, one per device (data parallelism through `accelerate launch`), never one
+process that sees them all: the Trainer would wrap the model in `nn.DataParallel`, and results.json and the recipe
+fingerprint would count one process (`SPTTrainer` refuses that case). The layout comes from the launcher:
+
+- local: one process, or `--accelerate_config FILE` (its `num_processes` and `num_machines`);
+- submitit: `nodes` machines × `gpus_per_node` (or `processes_per_node`, or the accelerate config's count) processes;
+  one Slurm task per machine runs `accelerate launch` with the machine's rank, the first machine of the job as the
+  rendezvous address and a port derived from the job id;
+- Ray: `num_gpus` per phase (or `processes`) processes on one machine (a Ray task runs on one node).
+
+The driver knows the world size before anything runs, so a phase finished with that many processes is recognised
+(its fingerprint records `world_size`), and a 1-process phase is never taken for a 2-process one.
+"""
+
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+if TYPE_CHECKING:
+    from .plan import CompareSpec
+
+
+@dataclass(frozen=True)
+class PhaseProcesses:
+    """The processes of one phase: `processes` over `machines` machines, under `accelerate_config` if given."""
+
+    processes: int = 1
+    machines: int = 1
+    accelerate_config: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.processes < 1 or self.machines < 1 or self.processes % self.machines:
+            raise ValueError(
+                f"A phase on {self.machines} machine(s) needs a positive multiple of {self.machines} processes, "
+                f"got {self.processes}."
+            )
+
+    @property
+    def launched(self) -> bool:
+        return self.processes > 1 or self.accelerate_config is not None
+
+    def command(self, words: list[str], machine_rank: int = 0, address: str = "127.0.0.1", port: int | None = None):
+        """The command machine `machine_rank` runs for the phase `spt-hf <words>`: `python -m spt_hf` for one
+        process, else `accelerate launch` with the world size, the machine's rank and the rendezvous address."""
+        if not self.launched:
+            return [sys.executable, "-m", "spt_hf", *words]
+        launch = [sys.executable, "-m", "accelerate.commands.launch"]
+        if self.accelerate_config is not None:
+            launch += ["--config_file", self.accelerate_config]
+        else:  # data parallel; on a machine without GPUs accelerate runs it on CPU processes (gloo)
+            launch += ["--multi_gpu", "--mixed_precision", "no", "--dynamo_backend", "no"]
+        launch += ["--num_processes", str(self.processes), "--num_machines", str(self.machines)]
+        launch += ["--machine_rank", str(machine_rank), "--main_process_ip", address]
+        launch += ["--main_process_port", str(port or free_port())]
+        return [*launch, "-m", "spt_hf", *words]
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now (the rendezvous of a 1-machine phase; phases running side by side
+    would collide on accelerate's default 29500)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def accelerate_layout(config: str) -> tuple[int, int]:
+    """(num_processes, num_machines) of an accelerate config file (1 and 1 when it does not say)."""
+    try:
+        values = yaml.safe_load(Path(config).read_text()) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise ValueError(f"`accelerate_config` {config} cannot be read: {error}") from None
+    return int(values.get("num_processes") or 1), int(values.get("num_machines") or 1)
+
+
+def resolve_accelerate_config(config: str | None) -> str | None:
+    """A path, or the name of a shipped accelerate config (`accelerate/multi_gpu.yaml`)."""
+    if config is None:
+        return None
+    from ..training.arguments import find_recipe
+
+    return str(find_recipe(config))
+
+
+def phase_processes(spec: "CompareSpec") -> PhaseProcesses:
+    """The processes every phase of `spec` runs with, from its launcher's options."""
+    config = resolve_accelerate_config(spec.accelerate_config)
+    layout = accelerate_layout(config) if config else (1, 1)
+    if spec.launcher == "local":
+        if layout[1] > 1:
+            raise ValueError(
+                f"`accelerate_config` {config} spans {layout[1]} machines; the local launcher runs on this one. "
+                "Use --launcher submitit with --submitit_nodes, or a 1-machine config."
+            )
+        return PhaseProcesses(layout[0], 1, config)
+    if spec.launcher == "submitit":
+        options = spec.submitit
+        machines = int(options.get("nodes", 1))
+        per_machine = options.get("processes_per_node") or options.get("gpus_per_node") or layout[0] // layout[1]
+        if options.get("cluster", "slurm") != "slurm" and machines > 1:
+            raise ValueError(f"`submitit: nodes: {machines}` needs a Slurm cluster; the local cluster has one machine.")
+        return PhaseProcesses(int(per_machine) * machines, machines, config)
+    processes = int(spec.ray.get("processes") or max(1, spec.ray.get("num_gpus") or 0) or layout[0])
+    if spec.ray.get("num_gpus") and spec.ray["num_gpus"] > 1 and processes != spec.ray["num_gpus"]:
+        raise ValueError(f"`ray: num_gpus: {spec.ray['num_gpus']}` runs one process per GPU; `processes` must match.")
+    return PhaseProcesses(processes, 1, config)
+
+
+def job_command(words: list[str], layout: PhaseProcesses) -> tuple[list[str], int]:
+    """The command of this machine of a Slurm (or submitit local) job running a phase, and the machine's rank: the
+    job's node index; the rendezvous is the job's first node, on a port derived from the job id (the same on every
+    machine of the job)."""
+    if layout.machines == 1:
+        return layout.command(words), 0
+    import submitit
+
+    environment = submitit.JobEnvironment()
+    job_id = int("".join(c for c in str(environment.job_id).split("_")[0] if c.isdigit()) or 0)
+    port = 20000 + job_id % 20000
+    return layout.command(words, environment.node, environment.hostnames[0], port), environment.node
+
+
+def run_in_job(words: list[str], layout: PhaseProcesses, log: str) -> int:
+    """What each task of a phase's submitit job runs (one task per machine); machines after the first log into
+    `<phase>.machine<k>.log`."""
+    from .launchers import execute_phase
+
+    command, rank = job_command(words, layout)
+    if rank:
+        log = str(Path(log).with_suffix(f".machine{rank}.log"))
+    return execute_phase(command, log)
