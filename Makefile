@@ -9,7 +9,7 @@ export HF_DATASETS_OFFLINE ?= 1
 export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: demo test test-slow test-wheel lint format bench clean
+.PHONY: demo test test-slow test-slurm test-wheel lint format bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,7 +24,12 @@ test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" --timeout 600
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -m slow --timeout 3600
+	$(PY) -m pytest -q -m "slow and not slurm" --timeout 3600
+
+# `spt-hf compare` on a real Slurm cluster that the tests start on this host (tests/cluster/slurm_cluster.py installs
+# Debian's Slurm, munge and MariaDB packages when missing: root and apt-get; otherwise the tests skip, saying why).
+test-slurm: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m slurm --timeout 900 tests/cluster
 
 test-wheel: $(STAMP)
 	$(PY) -m pytest -q -m slow --timeout 1800 tests/packaging

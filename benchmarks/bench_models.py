@@ -63,26 +63,26 @@ BACKBONES = {
 }
 
 
-def backbone_config(name: str, d: int, length: int, layers: int, vocab: int = 32):
-    from transformers import AutoConfig
-
-    values = {**BACKBONES[name], "hidden_size": d, "num_hidden_layers": layers, "vocab_size": vocab}
+def backbone_values(name: str, d: int, length: int, layers: int, vocab: int = 32, **switches) -> dict:
+    """The backbone config of `--models NAME` as a dict (spt_backbone's fast-path defaults apply to what it leaves
+    unset; `switches`, e.g. use_mambapy=False, set them)."""
+    values = {**BACKBONES[name], "hidden_size": d, "num_hidden_layers": layers, "vocab_size": vocab, **switches}
     if name == "mamba2":
         values["num_heads"] = 2 * d // values["head_dim"]  # expand 2
     if name in ("llama", "gpt_neox", "bert"):
         values.update(intermediate_size=4 * d, max_position_embeddings=max(length, 512))
-    return AutoConfig.for_model(**values)
+    return values
 
 
-def build_backbone(name: str, d: int, length: int, layers: int, device, vocab: int = 32):
+def build_backbone(name: str, d: int, length: int, layers: int, device, vocab: int = 32, **switches):
     """spt_backbone's classifier of the backbone (causal for decoders)."""
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
     import spt_hf  # noqa: F401
     from spt_hf.modeling.configuration_backbone import backbone_direction
 
-    inner = backbone_config(name, d, length, layers, vocab)
-    causal = backbone_direction(inner)[0] == "decoder"
+    inner = backbone_values(name, d, length, layers, vocab, **switches)
+    causal = backbone_direction(AutoConfig.for_model(**inner))[0] == "decoder"
     config = AutoConfig.for_model(
         "spt_backbone", vocab_size=vocab, backbone_config=inner, num_labels=10, bidirectional=not causal
     )
@@ -90,14 +90,14 @@ def build_backbone(name: str, d: int, length: int, layers: int, device, vocab: i
 
 
 class BareBackboneClassifier(torch.nn.Module):
-    """The bare transformers AutoModel (its own embedding and final norm) with spt_hf's classification head work:
-    mean pooling, a linear layer, cross-entropy."""
+    """The bare transformers AutoModel of a backbone config (its own embedding and final norm) with spt_hf's
+    classification head work: mean pooling, a linear layer, cross-entropy."""
 
-    def __init__(self, name: str, d: int, length: int, layers: int, vocab: int = 32):
+    def __init__(self, backbone_config, d: int):
         from transformers import AutoModel
 
         super().__init__()
-        self.backbone = AutoModel.from_config(backbone_config(name, d, length, layers, vocab))
+        self.backbone = AutoModel.from_config(backbone_config)
         self.classifier = torch.nn.Linear(d, 10)
 
     def forward(self, input_ids, labels):
@@ -194,8 +194,11 @@ def memory_probe(argv: list[str]) -> None:
         model = build_llama(d, layers, device)
     elif name.startswith("backbone-"):
         model = build_backbone(name.removeprefix("backbone-"), d, length, layers, device)
+    elif name.startswith("loop-"):
+        model = build_backbone(name.removeprefix("loop-"), d, length, layers, device, use_mambapy=False)
     elif name.startswith("bare-"):
-        model = BareBackboneClassifier(name.removeprefix("bare-"), d, length, layers).to(device)
+        inner = build_backbone(name.removeprefix("bare-"), d, length, layers, "cpu").config.backbone_config
+        model = BareBackboneClassifier(inner, d).to(device)
     else:
         base = name if name in MODELS else name.split("-")[0]  # transformer-causal, transformer-local-<w>
         model = build(base, d, length, layers, window, device, causal=name == "transformer-causal")
@@ -209,10 +212,10 @@ def memory_probe(argv: list[str]) -> None:
         print(f"PEAK {(status_mib('VmHWM') - before) / 1024:.3f}")
 
 
-def compare(steps: dict, tokens: int, repeats: int) -> dict[str, dict]:
+def compare(steps: dict, tokens: int, repeats: int, warmup: int = 2) -> dict[str, dict]:
     """Interleaved timing of every step function; tokens/s of each and, when there is a "reference", each one's
     speed relative to it (ratio of medians and median of the per-round ratios)."""
-    times = interleaved(steps, repeats)
+    times = interleaved(steps, repeats, warmup)
     medians = {name: statistics.median(t) for name, t in times.items()}
     rows = {
         name: {"tokens_per_s": round(tokens / medians[name]), "median_s": round(medians[name], 4)} for name in steps
@@ -223,6 +226,11 @@ def compare(steps: dict, tokens: int, repeats: int) -> dict[str, dict]:
                 pairs = [ref / ours for ours, ref in zip(times[name], times["reference"])]
                 rows[name]["over_reference"] = round(medians["reference"] / medians[name], 3)
                 rows[name]["over_reference_pairwise_median"] = round(statistics.median(pairs), 3)
+    if "loop" in steps:  # a Mamba-like backbone: its parallel scan ("ours") against its loop over positions
+        pairs = [loop / ours for ours, loop in zip(times["ours"], times["loop"])]
+        rows["ours"]["over_loop"] = round(medians["loop"] / medians["ours"], 3)
+        rows["ours"]["over_loop_pairwise_median"] = round(statistics.median(pairs), 3)
+        rows["ours"]["loop_median_s"] = rows["loop"]["median_s"]
     return rows
 
 
@@ -245,6 +253,8 @@ def main() -> None:
     )
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2, help="untimed rounds before the timed ones")
+    parser.add_argument("--threads", type=int, default=2, help="intra-op CPU threads")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", default="fp32", choices=list(DTYPES))
     parser.add_argument("--no-memory", action="store_true", help="skip the per-configuration memory processes")
@@ -256,9 +266,10 @@ def main() -> None:
         return
     if args.quick:
         args.d, args.lengths, args.layers, args.repeats = [128], [1024, 4096], [2], 3
-    torch.set_num_threads(2) if args.device == "cpu" else None
+    torch.set_num_threads(args.threads) if args.device == "cpu" else None
     device, dtype = torch.device(args.device), DTYPES[args.dtype]
-    print(json.dumps({"torch": torch.__version__, "device": args.device, "dtype": args.dtype, "batch": args.batch}))
+    run = {"torch": torch.__version__, "device": args.device, "dtype": args.dtype, "batch": args.batch}
+    print(json.dumps({**run, "threads": torch.get_num_threads()}))
     rows = []
     for d in args.d:
         for length in args.lengths:
@@ -274,18 +285,52 @@ def main() -> None:
             cells += ["—", "—", "—"]
         cells.append(row.get("peak_gib", "—"))
         print("| " + " | ".join(str(cell) for cell in cells) + " |")
+    print_scan_table(rows)
 
 
 def backbone_steps(name: str, d: int, length: int, layers: int, args, device, dtype) -> tuple[dict, dict, dict]:
-    """Step functions, memory-probe names and labels of spt_backbone ("ours") and the bare model ("reference")."""
+    """Step functions, memory-probe names and labels of spt_backbone ("ours") and the bare model of the same backbone
+    config ("reference"); for a backbone with a `use_mambapy` switch also spt_backbone with it off ("loop")."""
     ours = build_backbone(name, d, length, layers, device)
     torch.manual_seed(0)
-    bare = BareBackboneClassifier(name, d, length, layers).to(device)
+    bare = BareBackboneClassifier(ours.config.backbone_config, d).to(device)
     models = {"ours": ours, "reference": bare}
-    steps = {key: make_step(model, args.batch, length, device, dtype) for key, model in models.items()}
     probes = {"ours": f"backbone-{name}", "reference": f"bare-{name}"}
     labels = {"ours": f"{name} (spt_backbone)", "reference": f"{name} (transformers AutoModel + head)"}
+    if getattr(ours.config.backbone_config, "use_mambapy", None):
+        torch.manual_seed(0)
+        models["loop"] = build_backbone(name, d, length, layers, device, use_mambapy=False)
+        probes["loop"], labels["loop"] = f"loop-{name}", f"{name} (spt_backbone, use_mambapy=False)"
+    steps = {key: make_step(model, args.batch, length, device, dtype) for key, model in models.items()}
     return steps, probes, labels
+
+
+def print_scan_table(rows: list[dict]) -> None:
+    """Mamba-like backbones: the parallel scan against the loop over positions, and how each step time grows with L
+    (the ratio to the step time at the next shorter length of the same model, width and depth)."""
+    scans = [row for row in rows if "over_loop" in row]
+    if not scans:
+        return
+    print(
+        "\n| backbone | d | layers | L | parallel scan s/step | loop s/step | scan / loop (median; per pair) | "
+        "growth from L/2: scan; loop |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    previous = {}
+    for row in sorted(scans, key=lambda r: (r["model"], r["d"], r["layers"], r["L"])):
+        key = (row["model"], row["d"], row["layers"])
+        growth = "—"
+        if key in previous and previous[key]["L"] * 2 == row["L"]:
+            before = previous[key]
+            growth = (
+                f"{row['median_s'] / before['median_s']:.2f}×; {row['loop_median_s'] / before['loop_median_s']:.2f}×"
+            )
+        previous[key] = row
+        print(
+            f"| {row['model']} | {row['d']} | {row['layers']} | {row['L']} | {row['median_s']} | "
+            f"{row['loop_median_s']} | **{row['over_loop']:.1f}×** ({row['over_loop_pairwise_median']:.1f}×) | "
+            f"{growth} |"
+        )
 
 
 def bench_one_shape(args, d: int, length: int, layers: int, device, dtype) -> list[dict]:
@@ -320,7 +365,7 @@ def bench_one_shape(args, d: int, length: int, layers: int, device, dtype) -> li
             if layers <= args.full_attention_max_layers:
                 steps["reference"] = model_step(name, None, False)
                 probes["reference"], labels["reference"] = "transformer", "full SDPA attention"
-        timing = compare(steps, tokens, args.repeats)
+        timing = compare(steps, tokens, args.repeats, args.warmup)
         peaks = {}
         if not args.no_memory:
             for key, kind in probes.items():

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU check for a machine with CUDA GPUs, under 10 minutes: installs spt_hf (from local wheels in .whl/ when the network
 # is closed), then on CUDA runs the layer and model benchmarks in fp32 and bf16 autocast at LRA shapes, checks that
-# bf16 training losses stay finite, and runs one DDP and one FSDP step (one process per GPU, or one process on a
+# bf16 training losses stay finite, compares the dry run's estimate (spt-hf estimate) with real full-size steps of
+# one paper recipe per architecture, and runs one DDP and one FSDP step (one process per GPU, or one process on a
 # single GPU). Everything it prints also goes to $OUT (or ./gpu_check_out).
 #   bash benchmarks/gpu_check.sh
 set -uo pipefail
@@ -53,6 +54,11 @@ for dtype in fp32 bf16; do
   timeout 150 $PY benchmarks/bench_models.py --device cuda --dtype $dtype --d 128 --lengths 1024 4096 16384 \
     --layers 2 --window 512 1024 --repeats 3 $memory 2>&1 | tail -12
 done
+
+echo "== the dry run's estimate against real steps (one recipe per architecture, full size and length) =="
+# Estimate measured on this GPU at full length, then two real steps at the recipe's per-device batch (or the largest
+# that the estimate says fits); memory ratio = peak CUDA allocation / estimate, FLOPs ratio = counted / estimate.
+timeout 300 $PY benchmarks/bench_estimate.py --steps 2 2>&1 | tail -14
 
 echo "== one DDP step and one FSDP2 step vs one process =="
 NPROC=$(( NGPU >= 2 ? 2 : 1 ))

@@ -4,6 +4,7 @@
     spt-hf finetune --config RECIPE.yaml [--key value ...]   finetuning from --model_name_or_path, or from scratch
     spt-hf run --config RECIPE-spt.yaml [--with_scratch]     SPT, finetuning (and the scratch baseline), the report
     spt-hf compare --tasks T... --architectures A... [...]   the comparison table over seeds, resumable
+    spt-hf estimate --config RECIPE.yaml                     memory, FLOPs and steps of a phase (also --dry_run)
     spt-hf report RUN_DIR [RUN_DIR ...]                      the comparison table and plots of finished runs
     spt-hf push RUN_OR_CHECKPOINT_DIR --repo_id NAME         a checkpoint and its model card to the Hub
     spt-hf generate-data TASK --out DIR --num_train N ...    ListOps / Pathfinder data in the LRA layout
@@ -105,14 +106,27 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(takes_overrides=True)
         sub.add_argument("-h", "--help", action="store_true", help="list every recipe key, in groups")
         sub.add_argument("--config", metavar="RECIPE.yaml", help="a recipe file or a shipped recipe's name")
+        if name != "run":
+            add_estimate_arguments(sub, "--dry_run", "estimate the phase (memory, FLOPs, steps) and train nothing")
         if name == "run":
             sub.add_argument(
                 *spellings("--finetune_config"), metavar="RECIPE.yaml", help="default: <name>-finetune.yaml"
             )
             sub.add_argument(*spellings("--with_scratch"), action="store_true", help="also train the scratch baseline")
 
+    estimate = command(
+        "estimate",
+        estimate_command,
+        "what the phase of a recipe will cost: one real step measured, scaled to the recipe's batch and steps",
+        usage="spt-hf estimate --config RECIPE.yaml [--device_memory_gb 80] [--key value ...]",
+    )
+    estimate.set_defaults(takes_overrides=True)
+    estimate.add_argument("--config", required=True, metavar="RECIPE.yaml", help="a recipe file or a shipped name")
+    add_estimate_arguments(estimate)
+
     text = "the comparison table (tasks x architectures x seeds, scratch and SPT), run or resumed, then the report"
-    add_compare_arguments(command("compare", compare_command, text))
+    # No abbreviations: a trailing recipe key such as `--seed 3` must not silently become `--seeds 3`, it is refused.
+    add_compare_arguments(command("compare", compare_command, text, allow_abbrev=False))
 
     report = command("report", report_command, "Markdown table and PNG plots of finished run folders")
     report.add_argument("run_dirs", nargs="+", help="folders holding results.json files")
@@ -153,6 +167,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_estimate_arguments(parser: argparse.ArgumentParser, flag: str | None = None, text: str = "") -> None:
+    if flag:
+        parser.add_argument(*spellings(flag), action="store_true", help=text)
+    parser.add_argument(
+        *spellings("--device_memory_gb"), type=float, default=80.0, help="memory of one device (default 80)"
+    )
+    parser.add_argument(
+        *spellings("--max_measure_length"),
+        type=int,
+        help="measure longer tasks at this length, its half and quarter; extrapolate (default: 2048 on CPU)",
+    )
+
+
 def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(takes_overrides=True)
     parser.add_argument("--config", metavar="COMPARE.yaml", help="the comparison as YAML (keys: the options below)")
@@ -173,12 +200,26 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
         help="leave the baseline phase out",
     )
     parser.add_argument(*spellings("--num_train_examples"), nargs="+", help="training set sizes (`full` for all of it)")
+    parser.add_argument(
+        *spellings("--skip_missing_pairs"),
+        action="store_true",
+        default=None,
+        help="plan every task x architecture that has recipes; list the others instead of refusing",
+    )
     parser.add_argument("--budget", choices=("equal", "tied"), help="default: as the recipes say (total_steps)")
     parser.add_argument("--launcher", choices=("local", "submitit", "ray"))
-    parser.add_argument(*spellings("--max_parallel"), type=int, help="phases at once (local launcher)")
+    parser.add_argument(
+        *spellings("--max_parallel"), type=int, help="phases at once (local; on Slurm: jobs queued or running)"
+    )
     parser.add_argument(
         *spellings("--dry_run"), action="store_true", help="print the plan and what is finished; run nothing"
     )
+    parser.add_argument(
+        "--estimate",
+        action="store_true",
+        help="with --dry_run: each phase's memory, FLOPs and verdict, and the plan's GPU-hours (measured steps)",
+    )
+    add_estimate_arguments(parser)
     parser.add_argument(
         *spellings("--accelerate_config"),
         help="run each phase under `accelerate launch --config_file` this (any launcher)",
@@ -190,6 +231,11 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
         *spellings("--submitit_gpus_per_node"), type=int, help="GPUs per machine of a phase (a process each)"
     )
     parser.add_argument(*spellings("--submitit_nodes"), type=int, help="machines per phase (default 1)")
+    parser.add_argument(*spellings("--submitit_qos"), help="Slurm QOS of the jobs")
+    parser.add_argument(*spellings("--submitit_account"), help="Slurm account of the jobs")
+    parser.add_argument(
+        "--cancel", action="store_true", help="cancel the Slurm jobs of this comparison still queued or running"
+    )
     parser.add_argument(*spellings("--ray_address"), help="a running Ray cluster (default: a local instance)")
     parser.add_argument(*spellings("--ray_num_cpus"), type=float, help="CPUs per phase (default 1)")
     parser.add_argument(*spellings("--ray_num_gpus"), type=float, help="GPUs per phase, a process each (default 0)")
@@ -245,7 +291,13 @@ def recipe_command(args, rest: list[str]) -> int:
         )
     overrides = parse_overrides(rest)
     from .training import pipeline
+    from .training.trainer import SaveOnSignal
 
+    SaveOnSignal.catch_early()  # a Slurm job's time-limit signal: save a checkpoint and stop, never die unsaved
+
+    if getattr(args, "dry_run", False):
+        phase = "spt" if args.command == "spt" else "finetune"
+        return print_estimate(load_recipe(args.config, overrides, phase=phase), args, phase)
     if args.command == "spt":
         pipeline.pretrain(load_recipe(args.config, overrides, phase="spt"))
     elif args.command == "finetune":
@@ -260,6 +312,24 @@ def recipe_command(args, rest: list[str]) -> int:
         result = pipeline.run(spt_recipe, finetune_recipe, args.with_scratch)
         print(report([result["run_dir"]]))
     return 0
+
+
+def print_estimate(recipe, args, phase: str) -> int:
+    from .training.estimate import default_measure_length, estimate_phase, format_estimates
+
+    if phase != "spt":
+        phase = "finetune" if recipe.model.model_name_or_path else "scratch"
+    length = args.max_measure_length or default_measure_length()
+    print(format_estimates([estimate_phase(recipe, phase, args.device_memory_gb, length)]))
+    return 0
+
+
+def estimate_command(args, rest) -> int:
+    from .training.arguments import find_recipe, load_recipe, parse_overrides
+
+    path = find_recipe(args.config)
+    phase = "spt" if path.stem.endswith("-spt") else "finetune"
+    return print_estimate(load_recipe(path, parse_overrides(rest), phase=phase), args, phase)
 
 
 def sibling_recipes(config: str, finetune_config: str | None) -> tuple[str, str]:
@@ -297,9 +367,26 @@ def compare_command(args, rest) -> int:
     unknown = sorted(set(values) - set(CompareSpec.__dataclass_fields__))
     if unknown:
         raise ValueError(f"Unknown comparison key(s) {unknown}; allowed: {sorted(CompareSpec.__dataclass_fields__)}.")
+    if args.cancel:
+        from .compare.slurm import cancel_recorded
+
+        output_dir = values.get("output_dir", CompareSpec.__dataclass_fields__["output_dir"].default)
+        ids = cancel_recorded(output_dir)
+        print(f"compare: cancelled {len(ids)} Slurm job(s) of {output_dir}{': ' + ' '.join(ids) if ids else ''}")
+        return 0
     if "tasks" not in values or "architectures" not in values:
         raise ValueError("`spt-hf compare` needs --tasks and --architectures (or a --config YAML that lists them).")
+    if args.estimate and not args.dry_run:
+        raise ValueError("--estimate goes with --dry_run (the estimate of a plan, before anything runs).")
     result = run_compare(CompareSpec(**values), dry_run=args.dry_run)
+    if args.estimate:
+        from .training.estimate import default_measure_length, estimate_jobs, format_estimates
+
+        length = args.max_measure_length or default_measure_length()
+        estimates, skipped = estimate_jobs(result.plan, args.device_memory_gb, length)
+        print(format_estimates(estimates))
+        for job_id, why in skipped.items():
+            print(f"estimate: {job_id}: not estimated: {why}")
     if not args.dry_run:
         print(result.report)
     return 0 if args.dry_run or result.ok else 1

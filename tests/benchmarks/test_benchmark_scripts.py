@@ -205,3 +205,33 @@ def test_bench_models_times_every_registered_architecture():
     if bench_models.BACKBONES:  # spt_backbone is timed around each of these transformers backbones
         timed.add("spt_backbone")
     assert timed == set(MODEL_TYPES), f"benchmarks/bench_models.py MODELS misses {sorted(set(MODEL_TYPES) - timed)}"
+
+
+def test_bench_models_times_mambas_parallel_scan_against_its_loop():
+    pytest.importorskip("mambapy")
+    lengths = ["16", "32"]
+    rows = run_script(
+        "bench_models.py",
+        *("--models", "mamba", "--d", "16", "--lengths", *lengths, "--layers", "1", "--batch", "1"),
+        *("--repeats", "1", "--no-memory"),
+    )
+    scans = [row for row in rows if row.get("model") == "mamba (spt_backbone)"]
+    loops = [row for row in rows if row.get("model") == "mamba (spt_backbone, use_mambapy=False)"]
+    assert [row["L"] for row in scans] == [int(n) for n in lengths] and len(loops) == len(lengths)
+    assert all(row["over_loop"] > 0 and row["loop_median_s"] > 0 for row in scans)
+
+
+def test_bench_estimate_compares_estimate_and_real_steps_on_cpu():
+    rows = run_script(
+        "bench_estimate.py", "--device", "cpu", "--batch", "2", "--steps", "1", "--recipes", "cpu/digits-s4-spt.yaml"
+    )
+    (row,) = rows
+    assert row["recipe"] == "cpu/digits-s4-spt.yaml" and row["device"] == "cpu" and row["batch"] == 2
+    assert abs(row["flops_ratio"] - 1) < 0.10  # the same model, inputs and counter: the estimate's scaling holds
+    assert row["measured_peak_bytes"] > 0 and row["estimated_bytes"] > 0
+
+
+def test_gpu_check_script_parses_and_includes_the_estimate_check():
+    script = BENCHMARKS / "gpu_check.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    assert "bench_estimate.py" in script.read_text()

@@ -114,3 +114,36 @@ def test_local_attention_equals_dense_band_mask(bidirectional, attn_implementati
     real = padding.bool()
     torch.testing.assert_close(local[real], dense[real], rtol=1e-5, atol=1e-5)
     assert torch.isfinite(local).all()
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+@pytest.mark.parametrize("position_embedding_type", ["rotary", "absolute"])
+def test_packed_sequences_equal_the_sequences_run_alone(bidirectional, attn_implementation, position_embedding_type):
+    """position_ids that restart inside a row without an attention_mask (transformers' DataCollatorWithFlattening)
+    restart the positions and keep each sequence to itself: the packed row equals each sequence run alone."""
+    model = build(
+        attn_implementation, bidirectional=bidirectional, position_embedding_type=position_embedding_type
+    ).eval()
+    first, second = torch.randint(3, 20, (1, 5)), torch.randint(3, 20, (1, 7))
+    packed = torch.cat([first, second], dim=1)
+    position_ids = torch.cat([torch.arange(5), torch.arange(7)]).unsqueeze(0)
+    with torch.no_grad():
+        out = model(input_ids=packed, position_ids=position_ids).last_hidden_state
+        alone = torch.cat([model(input_ids=first).last_hidden_state, model(input_ids=second).last_hidden_state], 1)
+        unpacked = model(input_ids=packed).last_hidden_state  # one sequence of 12 positions
+    torch.testing.assert_close(out, alone)
+    assert (unpacked[:, 5:] - alone[:, 5:]).abs().max() > 1e-3  # the packing is what makes them equal
+
+
+def test_packed_sequences_are_refused_where_they_would_mix():
+    position_ids = torch.cat([torch.arange(6), torch.arange(6)]).unsqueeze(0)
+    inputs = torch.randint(3, 20, (1, 12))
+    local = build(attention_window=4).eval()
+    with pytest.raises(ValueError, match=r"restart inside a row .* block-local attention"):
+        local(input_ids=inputs, position_ids=position_ids)
+    local(input_ids=inputs, position_ids=torch.arange(12).unsqueeze(0))  # positions that do not restart are fine
+    for entry in (e for e in TINY_CONFIGS if e[1] in ("spt_s4", "spt_linformer")):
+        model = AutoModel.from_config(make_config(entry, "tokens")).eval()
+        with pytest.raises(ValueError, match="restart inside a row"):
+            model(input_ids=inputs, position_ids=position_ids)

@@ -260,3 +260,55 @@ def test_cache_operations_follow_transformers_conventions():
 def test_a_causal_lm_refuses_continuous_generation_and_bidirectional_configs():
     with pytest.raises(ValueError, match="needs a causal model"):
         AutoModelForCausalLM.from_config(make_config(TINY_CONFIGS[0], bidirectional=True))
+
+
+@pytest.mark.parametrize("entry", ATTENTION, ids=[e[0] for e in ATTENTION])
+def test_cached_generation_returns_attentions_and_an_attention_cache_as_transformers_checks_them(entry):
+    """What transformers' generation tests read from a decoder-only output with the cache: one attentions tuple per
+    step (the prompt's (B, nh, L, L), then (B, nh, 1, T) over every position so far), equal to the eager forward's
+    rows, and cache layers whose `keys`/`values` are (B, nh, T, D)."""
+    model = build(entry, "causal_lm", attn_implementation="eager").eval()
+    prompt = make_inputs(model.config, batch=2, length=4)["input_ids"]
+    out = model.generate(
+        prompt, max_new_tokens=3, do_sample=False, pad_token_id=0, output_attentions=True, return_dict_in_generate=True
+    )
+    heads = model.config.num_attention_heads
+    shapes = [[a.shape for a in step] for step in out.attentions]
+    assert shapes == [[(2, heads, 4, 4)] * LAYERS, [(2, heads, 1, 5)] * LAYERS, [(2, heads, 1, 6)] * LAYERS]
+    with torch.no_grad():
+        full = model(out.sequences[:, :-1], output_attentions=True).attentions  # (B, nh, 6, 6) per layer
+    for layer in range(LAYERS):
+        torch.testing.assert_close(out.attentions[0][layer], full[layer][:, :, :4, :4])
+        torch.testing.assert_close(out.attentions[2][layer][:, :, 0], full[layer][:, :, 5])
+    cache = out.cache
+    window = model.config.attention_window
+    kept = 6 if window is None else min(6, 6 - (5 // window - 1) * window)
+    head_dim = model.config.head_dim
+    assert [layer.keys.shape for layer in cache.layers] == [(2, heads, kept, head_dim)] * LAYERS
+    assert [layer.values.shape for layer in cache.layers] == [(2, heads, kept, head_dim)] * LAYERS
+
+
+def test_a_recurrent_cache_layer_has_no_keys():
+    model = build(TINY_CONFIGS[3], "causal_lm").eval()  # S4
+    prompt = make_inputs(model.config, batch=2, length=4)["input_ids"]
+    out = model.generate(prompt, max_new_tokens=2, do_sample=False, pad_token_id=0, return_dict_in_generate=True)
+    layer = out.cache.layers[0]
+    assert not hasattr(layer, "keys") and layer.batch_size == 2
+    with pytest.raises(AttributeError, match="holds no attention keys and values"):
+        _ = layer.keys
+
+
+@pytest.mark.parametrize("entry", ATTENTION[:1], ids=[e[0] for e in ATTENTION[:1]])
+def test_assisted_decoding_with_dict_outputs_matches_greedy(entry):
+    """transformers' assisted-decoding tests ask for every output: the assistant's candidates are checked in one
+    forward through the cache, whose attentions transformers reads."""
+    model = build(entry, "causal_lm", attn_implementation="eager").eval()
+    assistant = build(entry, "causal_lm", seed=5, attn_implementation="eager").eval()
+    prompt = make_inputs(model.config, batch=1, length=4)["input_ids"]
+    kwargs = {"max_new_tokens": 6, "do_sample": False, "pad_token_id": 0, "return_dict_in_generate": True}
+    kwargs |= {"output_attentions": True, "output_hidden_states": True, "output_scores": True}
+    greedy = model.generate(prompt, **kwargs)
+    assisted = model.generate(prompt, assistant_model=assistant, **kwargs)
+    assert torch.equal(assisted.sequences, greedy.sequences)
+    for a, b in zip(assisted.scores, greedy.scores):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

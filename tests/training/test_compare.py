@@ -247,3 +247,53 @@ def test_the_baseline_phase_of_a_text_pretrained_pair_is_its_own_kind(tmp_path):
     assert "| text/pythia70m-pretrained/full/seed0/scratch | text-pretrained | new |" in table
     assert "| text/s4/full/seed0/finetune | finetune | waiting |" in table
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize(
+    ("trailing", "yaml_overrides", "option"),
+    [
+        (["--seed", "3"], {}, "--seeds"),
+        (["--model_name_or_path", "runs/x"], {}, "compare sets it per phase"),
+        ([], {"num_train_examples": 100}, "--num_train_examples N"),
+        ([], {"output_dir": "elsewhere"}, "--output_dir"),
+    ],
+    ids=["cli-seed", "cli-model", "yaml-num-train-examples", "yaml-output-dir"],
+)
+def test_keys_compare_owns_are_refused_as_recipe_overrides_before_anything_runs(
+    trailing, yaml_overrides, option, tmp_path, capsys, monkeypatch
+):
+    """A trailing `--seed 3` (which argparse would otherwise take for `--seeds 3`), or `num_train_examples` /
+    `output_dir` among the YAML's recipe overrides (the plan would train 100 examples in a folder named `full`, or
+    replace them) fail in one line naming compare's option, before anything is written."""
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "compare.yaml"
+    values = {"tasks": ["digits"], "architectures": ["transformer"], "seeds": [0], "recipes_dir": "recipes/cpu"}
+    config.write_text(json.dumps({**values, "output_dir": "cmp", "overrides": yaml_overrides}))
+    assert cli_main(["compare", "--config", str(config), "--dry_run", *trailing]) == 1
+    error = capsys.readouterr().err
+    assert "is compare's own key" in error and option in error and len(error.strip().splitlines()) == 2  # + hint
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["compare.yaml"]
+
+
+def test_the_papers_whole_table_plans_every_pair_that_exists_with_the_option(tmp_path, capsys):
+    """DLR has recipes for four of the six LRA tasks: without the option the error names it; with it, every other pair
+    is planned and the missing ones are listed in the plan and in the report."""
+    from spt_hf.compare import build_plan
+    from spt_hf.training.report import report
+
+    tasks = ["listops", "text", "retrieval", "image", "pathfinder", "pathx"]
+    architectures = ["transformer", "s4", "dlr", "mega", "spade", "linformer", "performer", "pythia70m"]
+    args = ["compare", "--tasks", *tasks, "--architectures", *architectures, "--output_dir", str(tmp_path / "c")]
+    assert cli_main([*args, "--dry_run"]) == 1
+    assert "No recipe pair for task 'retrieval' and architecture 'dlr'" in capsys.readouterr().err
+    assert cli_main([*args, "--dry_run", "--skip_missing_pairs"]) == 0
+    out = capsys.readouterr().out
+    assert "Not planned (no recipe pair): retrieval/dlr, pathfinder/dlr." in out
+    assert "| pathx/dlr/full/seed0/spt |" in out and "| retrieval/performer/full/seed2/finetune |" in out
+    assert not (tmp_path / "c").exists()
+    plan = build_plan(CompareSpec(tasks=tasks, architectures=architectures, skip_missing_pairs=True))
+    assert plan.missing_pairs == [("retrieval", "dlr"), ("pathfinder", "dlr")]
+    assert len(plan.jobs) == (6 * 8 - 2) * 3 * 3  # pairs x seeds x (SPT, finetune, baseline)
+    (tmp_path / "runs").mkdir()
+    text = report([tmp_path / "runs"], missing_pairs=plan.missing_pairs)
+    assert "## Not in this comparison\n\nNo recipe pair, so not planned: retrieval/dlr, pathfinder/dlr." in text

@@ -90,16 +90,16 @@ def test_a_machine_of_a_slurm_job_takes_its_rank_and_rendezvous_from_slurm(monke
 def test_a_process_seeing_several_gpus_is_refused_not_wrapped_in_data_parallel(tmp_path):
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
-    from spt_hf.training.arguments import SPTTrainingArguments
-    from spt_hf.training.trainer import SPTTrainer
+    from spt_hf.training.arguments import PhaseTrainingArguments
+    from spt_hf.training.trainer import PhaseTrainer
 
-    args = SPTTrainingArguments(output_dir=str(tmp_path), eval_strategy="no", load_best_model_at_end=False)
+    args = PhaseTrainingArguments(output_dir=str(tmp_path), eval_strategy="no", load_best_model_at_end=False)
     config = AutoConfig.for_model("spt_dlr", vocab_size=8, hidden_size=8, num_hidden_layers=1, num_labels=2)
     model = AutoModelForSequenceClassification.from_config(config)
-    SPTTrainer(model=model, args=args)  # one device: fine
+    PhaseTrainer(model=model, args=args)  # one device: fine
     args._n_gpu = 2  # what transformers counts in a process that sees two GPUs outside a distributed launch
     with pytest.raises(ValueError, match=r"2 GPUs are visible to one process; .*accelerate launch --num_processes 2"):
-        SPTTrainer(model=model, args=args)
+        PhaseTrainer(model=model, args=args)
 
 
 def assert_two_process_results(out: Path) -> dict:

@@ -118,6 +118,10 @@ def test_pretrain_finetune_report_end_to_end(arch, data, tmp_path):
         assert result["budget"]["steps"] == 6
         assert result["metrics"]["test"] and result["metrics"]["validation"]
         assert result["data"]["split_sizes"]["train"] > 0
+        compute = result["compute"]  # one real step counted, times the steps; counting is not in the wall time
+        assert compute["flops_per_step"] > 0 and compute["flops"] == 6 * compute["flops_per_step"]
+        assert compute["counted_batch"]["attention_mask"][0] == 16  # per_device_train_batch_size
+        assert compute["count_seconds"] < result["budget"]["wall_time_s"]
     assert summary["phases"]["finetune"]["init"]["kind"] == "spt"
     expected = "masked_accuracy" if data is LISTOPS else "loss"  # masked L1 = masked MAE for continuous inputs
     assert summary["phases"]["spt"]["metrics"]["metric_for_best_model"] == expected

@@ -5,6 +5,7 @@ import csv
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from spt_hf.cli import main as cli_main
@@ -24,6 +25,8 @@ def fake_phase(
     steps=100,
     mask_rate=0.5,
     total_steps=None,
+    flops=None,
+    wall=None,
 ) -> Path:
     """A results.json as the pipeline writes it (only the fields the report reads)."""
     folder = root / phase
@@ -47,7 +50,8 @@ def fake_phase(
         "model_config": {"hidden_size": hidden},
         "recipe": {"training": {"seed": seed}},
         "recipe_fingerprint": {"sha256": "x", "entries": entries},
-        "budget": {"steps": steps},
+        "budget": {"steps": steps, "wall_time_s": wall},
+        "compute": {"flops": flops, "flops_per_step": None if flops is None else flops / steps},
         "metrics": {"test": {"test_accuracy": test}, "validation": {"eval_accuracy": test + 0.01}},
         "learning_curve": curve,
         "init": {"kind": "spt" if spt_dir else "scratch", "model_name_or_path": str(spt_dir) if spt_dir else None},
@@ -108,7 +112,10 @@ def test_report_writes_tables_per_seed_files_and_plots_and_says_where(tmp_path, 
     fake_run(tmp_path / "runs" / "tf-1", 1, 0.57, 0.80, model_type="spt_rotary_transformer")
     text = report([tmp_path / "runs"], tmp_path / "out")
     assert f"report written to {tmp_path / 'out' / 'report.md'}" in capsys.readouterr().out
-    assert "| digits | spt_s4 | — | accuracy | 71.0 ± 1.4 (n=2) | 100 | 82.0 ± 2.8 (n=2) | 50 + 100 | +11.0 |" in text
+    assert (
+        "| digits | spt_s4 | — | accuracy | scratch | 71.0 ± 1.4 (n=2) | 82.0 ± 2.8 (n=2) | +11.0 | n too small (n=2) "
+        "| — | — | 100 steps · — FLOPs · — s | 50 + 100 steps · — FLOPs · — s |" in text
+    )
     assert "**71.0 → 82.0**" in text  # the best after SPT in its column
     assert "best SSM − Transformer: from scratch +15.0, after SPT +3.0" in text
     with open(tmp_path / "out" / "runs.csv") as handle:
@@ -140,3 +147,96 @@ def test_a_missing_folder_is_an_error_not_an_empty_report(tmp_path, capsys):
     assert not (tmp_path / "runs").exists()
     with pytest.raises(FileNotFoundError, match="No such run folder"):
         report([tmp_path / "typo"])
+
+
+def parse_table(text: str, first_column: str) -> list[dict]:
+    """The Markdown table of `text` whose header starts with `first_column`, as dicts keyed by the header."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_column} |"))
+    header = [cell.strip() for cell in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append(dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")))))
+    return rows
+
+
+def test_significance_and_cost_columns_recomputed_from_the_results(tmp_path):
+    """A fake comparison with known numbers: 5 seeds of S4 and of the Transformer (S4's scratch seed 5 has no SPT
+    partner, and is left out of the pairs), known FLOPs and wall times. The report's intervals and p-values equal
+    scipy's paired t-test and an exact permutation test computed here from the same results.json files; the costs
+    equal the recorded ones, the SPT side summing both phases."""
+    from scipy import stats
+
+    scratch = {"spt_s4": [0.70, 0.72, 0.69, 0.75, 0.71], "spt_rotary_transformer": [0.55, 0.60, 0.52, 0.58, 0.57]}
+    spt = {"spt_s4": [0.80, 0.84, 0.78, 0.83, 0.86], "spt_rotary_transformer": [0.78, 0.76, 0.80, 0.74, 0.79]}
+    for arch in scratch:
+        for seed in range(5):
+            run = tmp_path / arch / f"seed{seed}"
+            spt_dir = fake_phase(run, "spt", model_type=arch, seed=seed, steps=50, flops=5e11, wall=20.0 + seed)
+            fake_phase(
+                run,
+                "finetune",
+                model_type=arch,
+                seed=seed,
+                test=spt[arch][seed],
+                spt_dir=spt_dir,
+                flops=1e12,
+                wall=30.0,
+            )
+            fake_phase(run, "scratch", model_type=arch, seed=seed, test=scratch[arch][seed], flops=1e12, wall=40.0)
+    fake_phase(tmp_path / "spt_s4" / "seed5", "scratch", seed=5, test=0.10, flops=1e12, wall=40.0)
+    text = report([tmp_path], tmp_path / "out")
+    main = {row["architecture"]: row for row in parse_table(text, "task")}
+
+    def check(row: dict, a: list[float], b: list[float]) -> None:
+        a, b = 100 * np.array(a), 100 * np.array(b)
+        test = stats.ttest_rel(a, b)
+        low, high = test.confidence_interval(0.95)
+        assert row["95% CI (paired)"] == f"[{low:+.1f}, {high:+.1f}] (n=5)"
+        assert row["p (paired t)"] == _p(test.pvalue)
+        exact = stats.permutation_test(
+            (a, b), lambda x, y: np.mean(x - y), permutation_type="samples", n_resamples=np.inf
+        )
+        assert row["p (sign-flip)"] == _p(exact.pvalue)
+        gap = f"{np.mean(a - b):+.1f}" + (" *" if test.pvalue < 0.05 else "")  # the centre of the interval
+        assert row[next(k for k in row if "−" in k)] == gap
+
+    s4, transformer = main["spt_s4"], main["spt_rotary_transformer"]
+    check(s4, spt["spt_s4"], scratch["spt_s4"])
+    assert s4["SPT − baseline"].endswith(" *") and s4["p (sign-flip)"] == "0.062"  # every seed gains: 2/2^5
+    check(transformer, spt["spt_rotary_transformer"], scratch["spt_rotary_transformer"])
+    assert "- digits / spt_s4: paired on 5 seed(s); left out: baseline seeds [5]" in text
+    assert s4["baseline cost"] == "100 steps · 1e12 FLOPs · 40.0 s"
+    assert s4["SPT + finetune cost"] == "50 + 100 steps · 1.5e12 FLOPs · 52.0 s"  # 20..24 s + 30 s, mean 52
+    gaps = {(row["SSM"], row["kind"]): row for row in parse_table(text.split("## Transformer–SSM gap")[1], "task")}
+    assert set(gaps) == {("spt_s4", "scratch"), ("spt_s4", "SPT + finetune")}
+    for kind, runs in (("scratch", scratch), ("SPT + finetune", spt)):
+        check(gaps[("spt_s4", kind)], runs["spt_s4"], runs["spt_rotary_transformer"])
+
+
+def _p(value: float) -> str:
+    return f"{value:.2g}"
+
+
+def test_text_pretrained_scratch_and_spt_runs_are_three_kinds(tmp_path):
+    """The baseline phase of a recipe that loads pretrained backbone weights (`backbone_name_or_path`, Pythia-70M's
+    pretrained pair) is text-pretrained, not scratch: its own kind in the table, the gap table and runs.csv."""
+    for seed in range(3):
+        fake_run(tmp_path / "s4" / f"seed{seed}", seed, 0.6 + 0.01 * seed, 0.7)
+        run = tmp_path / "pythia" / f"seed{seed}"
+        spt_dir = fake_phase(run, "spt", model_type="spt_backbone", seed=seed, steps=50)
+        fake_phase(run, "finetune", model_type="spt_backbone", seed=seed, test=0.75, spt_dir=spt_dir)
+        baseline = fake_phase(run, "scratch", model_type="spt_backbone", seed=seed, test=0.8 - 0.01 * seed)
+        result = json.loads((baseline / "results.json").read_text())
+        result["recipe"]["model_config"] = {"backbone_name_or_path": "EleutherAI/pythia-70m"}
+        (baseline / "results.json").write_text(json.dumps(result))
+    text = report([tmp_path], tmp_path / "out")
+    rows = {row["architecture"]: row for row in parse_table(text, "task")}
+    assert rows["spt_backbone"]["baseline"] == "text-pretrained" and rows["spt_s4"]["baseline"] == "scratch"
+    assert rows["spt_backbone"]["SPT − baseline"].startswith("-4.0")  # 75 against 80, 79, 78
+    with open(tmp_path / "out" / "runs.csv") as handle:
+        kinds = {(r["architecture"], r["kind"]) for r in csv.DictReader(handle)}
+    assert {kind for _, kind in kinds} == {"scratch", "text-pretrained", "spt"}
+    assert ("spt_backbone", "text-pretrained") in kinds and ("spt_backbone", "scratch") not in kinds

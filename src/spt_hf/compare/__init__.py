@@ -55,7 +55,9 @@ def run_compare(spec: CompareSpec, dry_run: bool = False) -> CompareResult:
     print(f"compare: {len(to_run)} phase(s) to run, {len(plan.jobs) - len(to_run)} finished or left alone", flush=True)
     if to_run:
         launch = plan.launch
-        progress = Progress(len(to_run), launch.max_parallel if launch.launcher == "local" else len(to_run))
+        slurm = launch.launcher == "submitit" and launch.submitit.get("cluster", "slurm") == "slurm"
+        throttled = launch.launcher == "local" or slurm  # (at most max_parallel jobs queued or running on Slurm)
+        progress = Progress(len(to_run), launch.max_parallel if throttled else len(to_run))
         result.states.update(_launch(plan, to_run, progress))
         result.ran = [job.id for job in to_run]
     for job in to_run:
@@ -63,7 +65,7 @@ def run_compare(spec: CompareSpec, dry_run: bool = False) -> CompareResult:
             result.problems[job.id] = f"failed; its log: {job.log}"
     from ..training.report import report
 
-    result.report = report([plan.output_dir])
+    result.report = report([plan.output_dir], missing_pairs=plan.missing_pairs)
     for job_id, why in result.problems.items():
         print(f"compare: {job_id}: {why}", flush=True)
     return result
@@ -74,7 +76,7 @@ def _launch(plan: Plan, jobs: list[PhaseJob], progress: Progress) -> dict:
     if launch.launcher == "local":
         return run_local(jobs, progress, launch.max_parallel, launch.processes)
     if launch.launcher == "submitit":
-        return run_submitit(jobs, progress, launch.submitit, plan.output_dir, launch.processes)
+        return run_submitit(jobs, progress, launch.submitit, plan.output_dir, launch.max_parallel, launch.processes)
     return run_ray(jobs, progress, launch.ray, launch.processes)
 
 

@@ -98,9 +98,9 @@ def run_graph(jobs: list["PhaseJob"], start: Callable[["PhaseJob"], Future], par
 
 
 def run_local(jobs, on_event: Event, parallel: int = 1, layout: PhaseProcesses | None = None) -> dict:
-    """Subprocesses, `parallel` at once, sharing the CPU cores (OMP_NUM_THREADS, unless set); on a machine with GPUs
-    each running phase gets its own GPUs (CUDA_VISIBLE_DEVICES): one, or one per process of `layout` (`accelerate
-    launch` with one process per GPU)."""
+    """Subprocesses, `parallel` at once, sharing the CPU cores (OMP_NUM_THREADS and OMP_WAIT_POLICY=PASSIVE, unless
+    set); on a machine with GPUs each running phase gets its own GPUs (CUDA_VISIBLE_DEVICES): one, or one per process
+    of `layout` (`accelerate launch` with one process per GPU)."""
     layout = layout or PhaseProcesses()
     gpus = _gpu_ids()
     if gpus and len(gpus) < layout.processes:
@@ -113,6 +113,9 @@ def run_local(jobs, on_event: Event, parallel: int = 1, layout: PhaseProcesses |
     free, lock = list(gpus), threading.Lock()
     cores = max(1, (os.cpu_count() or 1) // (parallel * layout.processes))
     threads = {} if "OMP_NUM_THREADS" in os.environ else {"OMP_NUM_THREADS": str(cores)}
+    # Idle OpenMP threads sleep instead of spinning: when other work shares the cores, spinning threads wait for a
+    # descheduled sibling at every parallel region (benchmarks/bench_threads.py: ~14x slower steps on 2 busy cores).
+    threads |= {} if "OMP_WAIT_POLICY" in os.environ else {"OMP_WAIT_POLICY": "PASSIVE"}
 
     def run(job: "PhaseJob") -> int:
         with lock:
@@ -148,26 +151,25 @@ def _require(module: str, launcher: str):
         ) from None
 
 
-def run_submitit(jobs, on_event: Event, options: dict, output_dir: Path, layout: PhaseProcesses | None = None):
-    """One submitit job per phase, with one task per machine of `layout` running its processes. On Slurm every job
-    is submitted at once, each finetuning job with an `afterok` dependency on its SPT job; the `local` and `debug`
-    clusters have no dependencies, so a finetuning job is submitted when its SPT job has succeeded."""
+def run_submitit(
+    jobs, on_event: Event, options: dict, output_dir: Path, parallel: int = 1, layout: PhaseProcesses | None = None
+) -> dict:
+    """One submitit job per phase, with one task per machine of `layout` running its processes. On Slurm
+    (`slurm.run_slurm`) at most `parallel` jobs are queued or running, each finetuning job with an `afterok`
+    dependency on its SPT job, watched by their Slurm states; the `local` and `debug` clusters have no dependencies,
+    so a finetuning job is submitted when its SPT job has succeeded."""
     submitit = _require("submitit", "submitit")
     layout = layout or PhaseProcesses()
     options = {k: v for k, v in options.items() if k not in ("nodes", "processes_per_node")}
     cluster = options.pop("cluster", "slurm")
+    if cluster == "slurm":
+        from .slurm import run_slurm
+
+        return run_slurm(jobs, on_event, options, output_dir, parallel, layout)
     folder = options.pop("folder", str(output_dir / "submitit" / "%j"))
     executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
     parameters = {"timeout_min": options.pop("timeout_min", 24 * 60), "name": "spt-hf", "tasks_per_node": 1}
-    if layout.machines > 1:
-        parameters["nodes"] = layout.machines
-    if cluster == "slurm":
-        for key in ("partition", "gpus_per_node", "cpus_per_task", "mem_gb", "account", "qos"):
-            if key in options:
-                parameters[f"slurm_{key}"] = options.pop(key)
     executor.update_parameters(**parameters, **options)
-    if cluster == "slurm":
-        return _submit_slurm(executor, jobs, on_event, layout)
     pool = ThreadPoolExecutor(max_workers=max(1, len(jobs)))
 
     def start(job: "PhaseJob") -> Future:
@@ -178,35 +180,6 @@ def run_submitit(jobs, on_event: Event, options: dict, output_dir: Path, layout:
         return run_graph(jobs, start, parallel=len(jobs), on_event=on_event)
     finally:
         pool.shutdown()
-
-
-def _submit_slurm(executor, jobs: list["PhaseJob"], on_event: Event, layout: PhaseProcesses) -> dict:
-    handles = {}
-    for job in jobs:  # the plan lists each SPT phase before its finetuning
-        if job.depends_on in handles:  # a dependency outside the plan finished earlier
-            executor.update_parameters(
-                slurm_additional_parameters={"dependency": f"afterok:{handles[job.depends_on].job_id}"}
-            )
-        else:
-            executor.update_parameters(slurm_additional_parameters={})
-        handles[job.id] = executor.submit(run_in_job, job.words, layout, str(job.log))
-        on_event(job, PhaseState.QUEUED, f"Slurm job {handles[job.id].job_id}")
-    finished = {}
-    while len(finished) < len(jobs):
-        for job in jobs:
-            handle = handles[job.id]
-            if job.id in finished or not handle.done():
-                continue
-            try:
-                status = handle.result()
-            except Exception as error:
-                status, detail = 1, str(error).splitlines()[0] if str(error) else type(error).__name__
-            else:
-                detail = "" if status == 0 else f"exit status {status}; see {job.log}"
-            finished[job.id] = PhaseState.FINISHED if status == 0 else PhaseState.FAILED
-            on_event(job, finished[job.id], detail)
-        time.sleep(5)
-    return finished
 
 
 class PhaseKilled(RuntimeError):
@@ -223,7 +196,10 @@ def run_ray(jobs, on_event: Event, options: dict, layout: PhaseProcesses | None 
     layout = layout or PhaseProcesses()
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=options.get("address"), include_dashboard=False, log_to_driver=False)
+        address = options.get("address")
+        # A Ray instance started here listens on loopback only: nothing of it is reachable from other machines.
+        local = {} if address else {"_node_ip_address": "127.0.0.1"}
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, **local)
     resources = {"num_cpus": options.get("num_cpus", 1), "num_gpus": options.get("num_gpus", 0)}
     retries = int(options.get("max_retries", 2))
     remote = ray.remote(**resources, max_retries=retries, retry_exceptions=[PhaseKilled])(_ray_phase)

@@ -37,15 +37,18 @@ class CompareSpec:
         budget: None as the recipes say; "equal": each phase its own recipe's steps; "tied": SPT and finetuning
             share `total_steps` (split by `spt_fraction`) and the baseline phase gets all of it.
         launcher: "local" (subprocesses), "submitit" (Slurm jobs), "ray" (Ray tasks).
-        max_parallel: phases run at once by the local launcher.
+        max_parallel: phases run at once by the local launcher; jobs queued or running at once on Slurm.
         overrides: recipe keys set in every phase (`--key value` on the command line).
         task_overrides: recipe keys set in every phase of one task: {task: {key: value}} (YAML only).
         accelerate_config: run each phase under `accelerate launch --config_file` this file (a path or a shipped
             name such as `accelerate/multi_gpu.yaml`; every launcher).
         submitit: `cluster` (slurm | local | debug), `partition`, `timeout_min`, `nodes`, `gpus_per_node` (one
-            process per GPU), `processes_per_node` (without GPUs), `cpus_per_task`, `mem_gb`, `folder`.
+            process per GPU), `processes_per_node` (without GPUs), `cpus_per_task`, `mem_gb`, `account`, `qos`,
+            `signal_delay_s`, `max_num_timeout`, `folder` (docs/compare.md).
         ray: `address` (default: a local instance), `num_cpus` and `num_gpus` per phase (one process per GPU),
             `processes` (without GPUs), `max_retries` (of a phase whose worker or process was killed; default 2).
+        skip_missing_pairs: plan every (task, architecture) that has a recipe pair and list the others (in the
+            plan and the report) instead of refusing the comparison (the paper ran DLR on four tasks only).
     """
 
     tasks: list[str]
@@ -63,8 +66,12 @@ class CompareSpec:
     accelerate_config: str | None = None
     submitit: dict = field(default_factory=dict)
     ray: dict = field(default_factory=dict)
+    skip_missing_pairs: bool = False
 
     def __post_init__(self) -> None:
+        refuse_owned_overrides(self.overrides, "overrides")
+        for task, keys in self.task_overrides.items():
+            refuse_owned_overrides(keys, f"task_overrides.{task}")
         if not self.tasks or not self.architectures or not self.seeds:
             raise ValueError("A comparison needs at least one task, one architecture and one seed.")
         if self.budget is not None and self.budget not in BUDGETS:
@@ -79,6 +86,26 @@ class CompareSpec:
         for n in self.num_train_examples:
             if n is not None and (not isinstance(n, int) or n < 1):
                 raise ValueError(f"`num_train_examples` holds {n!r}; each must be a positive integer.")
+
+
+# Recipe keys the plan sets in every phase itself, and the comparison option that sets each (None: nothing to set).
+OWNED_KEYS = {
+    "output_dir": "--output_dir (YAML: output_dir)",
+    "seed": "--seeds (YAML: seeds)",
+    "num_train_examples": "--num_train_examples N ... full (YAML: num_train_examples)",
+    "model_name_or_path": None,
+}
+
+
+def refuse_owned_overrides(overrides: dict, where: str) -> None:
+    """A recipe override of a key the plan sets per phase would be replaced (`output_dir`, `seed`) or would train
+    something else than its folder says (`num_train_examples` in a `full` folder): refused, naming the option."""
+    for key in overrides:
+        name = key.replace("-", "_")
+        if name in OWNED_KEYS:
+            option = OWNED_KEYS[name]
+            fix = f"use compare's {option}" if option else "compare sets it per phase (the SPT checkpoint, or none)"
+            raise ValueError(f"`{key}` in the recipe overrides ({where}) is compare's own key: {fix}.")
 
 
 # The one mapping from a phase to the `spt-hf` command that runs it and to the phase `load_recipe` checks it for.
@@ -163,6 +190,7 @@ class Plan:
     jobs: list[PhaseJob]
     launch: Launch
     output_dir: Path
+    missing_pairs: list[tuple[str, str]] = field(default_factory=list)  # (task, architecture) without recipes
 
 
 def task_recipe_pair(recipes_dir: str, task: str, architecture: str) -> tuple[Path, Path]:
@@ -244,9 +272,19 @@ def build_plan(spec: CompareSpec) -> Plan:
     launched. Recipes are checked (loaded for their phase) before anything runs."""
     root = Path(spec.output_dir)
     jobs: list[PhaseJob] = []
+    missing = []
     for task in spec.tasks:
         for arch in spec.architectures:
-            spt_recipe, finetune_recipe = task_recipe_pair(spec.recipes_dir, task, arch)
+            try:
+                spt_recipe, finetune_recipe = task_recipe_pair(spec.recipes_dir, task, arch)
+            except FileNotFoundError as error:
+                if not spec.skip_missing_pairs:
+                    raise FileNotFoundError(
+                        f"{error} To plan every pair that exists and list the missing ones, pass --skip_missing_pairs "
+                        "(YAML: skip_missing_pairs: true)."
+                    ) from None
+                missing.append((task, arch))
+                continue
             keys = {**spec.overrides, **spec.task_overrides.get(task, {})}
             budgets, steps = budget_overrides(spec, keys, spt_recipe, finetune_recipe)
             for size in spec.num_train_examples:
@@ -292,6 +330,8 @@ def build_plan(spec: CompareSpec) -> Plan:
                                 **where,
                             )
                         )
+    if not jobs and missing:
+        raise FileNotFoundError(f"None of the (task, architecture) pairs has recipes in {spec.recipes_dir}.")
     for job in jobs:  # every phase's recipe, as that phase will load it, before anything runs
         recipe = job.load_recipe()
         if job.phase == BASELINE_PHASE:
@@ -306,7 +346,7 @@ def build_plan(spec: CompareSpec) -> Plan:
         layout.processes,
         layout.machines,
     )
-    return Plan(jobs, launch, root)
+    return Plan(jobs, launch, root, missing)
 
 
 __all__ = ["CompareSpec", "Launch", "PhaseJob", "Plan", "build_plan", "find_recipe", "task_recipe_pair"]

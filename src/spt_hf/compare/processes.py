@@ -2,7 +2,7 @@
 
 A phase given G devices runs G processes, one per device (data parallelism through `accelerate launch`), never one
 process that sees them all: the Trainer would wrap the model in `nn.DataParallel`, and results.json and the recipe
-fingerprint would count one process (`SPTTrainer` refuses that case). The layout comes from the launcher:
+fingerprint would count one process (`PhaseTrainer` refuses that case). The layout comes from the launcher:
 
 - local: one process, or `--accelerate_config FILE` (its `num_processes` and `num_machines`);
 - submitit: `nodes` machines × `gpus_per_node` (or `processes_per_node`, or the accelerate config's count) processes;

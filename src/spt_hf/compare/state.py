@@ -30,7 +30,14 @@ def describe_plan(plan: "Plan", states: dict[str, PhaseStatus]) -> str:
             f"| {job.id} | {job.kind} | {state} | {job.steps} | {_shown(job.recipe)} | {job.phase_dir} | "
             f"{job.depends_on or '—'} |"
         )
+    if plan.missing_pairs:
+        lines.append(f"\n{missing_pairs_line(plan.missing_pairs)}")
     return "\n".join(lines)
+
+
+def missing_pairs_line(pairs: list[tuple[str, str]]) -> str:
+    """The (task, architecture) pairs a `skip_missing_pairs` comparison left out, in one line."""
+    return f"Not planned (no recipe pair): {', '.join(f'{task}/{arch}' for task, arch in pairs)}."
 
 
 def _shown(recipe) -> str:
@@ -52,8 +59,13 @@ class Progress:
 
     def __call__(self, job, state: PhaseState, detail: str) -> None:
         if state == PhaseState.RUNNING:
+            if job.id in self.started:  # a Slurm job reported again (it never stopped)
+                return
             self.started[job.id] = time.monotonic()
             self.counts[PhaseState.RUNNING] += 1
+        elif state == PhaseState.QUEUED and job.id in self.started:  # requeued by Slurm: it waits again
+            self.started.pop(job.id)
+            self.counts[PhaseState.RUNNING] -= 1
         elif state in ENDED:
             if job.id in self.started:
                 self.durations.append(time.monotonic() - self.started.pop(job.id))

@@ -46,6 +46,24 @@ class SequenceCacheLayer:
     def _states(self) -> list[MixerState]:
         return [state for state in self.states if state is not None]
 
+    def _attention_state(self) -> MixerState:
+        held = [state for state in self._states() if hasattr(state, "keys")]
+        if len(held) != 1:
+            raise AttributeError(
+                f"{type(self).__name__}: this layer holds no attention keys and values (a recurrent state)"
+            )
+        return held[0]
+
+    @property
+    def keys(self) -> Tensor:
+        """The keys (B, nh, T, D) of the layer's attention, as transformers' attention cache layers hold them; an
+        AttributeError for a layer whose mixer keeps a recurrent state instead."""
+        return self._attention_state().keys
+
+    @property
+    def values(self) -> Tensor:
+        return self._attention_state().values
+
     @property
     def is_croppable(self) -> bool:
         return all(state.croppable for state in self._states())

@@ -4,6 +4,10 @@ Whether a backbone is an encoder (bidirectional) or a decoder (causal) is read f
 not from a list kept here: a model type with a masked-LM head (`AutoModelForMaskedLM`) is an encoder, one with only a
 causal-LM head (`AutoModelForCausalLM`) is a decoder, and an encoder that also has a causal-LM head runs causally with
 `is_decoder=True` (BERT, BigBird, RoBERTa, ...).
+
+Backbones whose transformers implementation has a faster exact path behind a config switch get it switched on here,
+where the backbone config is built, unless `backbone_config` sets it (`fast_path_defaults`): the saved config says
+which path ran.
 """
 
 import difflib
@@ -15,11 +19,15 @@ from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
+from transformers.utils import logging
+from transformers.utils.import_utils import is_mambapy_available
 
 from .configuration_sequence import SequenceModelConfig, check_choice
 
 BACKBONE_INPUTS = ("embeddings", "tokenizer")
 REVERSE_WEIGHTS = ("separate", "shared")
+
+logger = logging.get_logger(__name__)
 
 
 @contextmanager
@@ -84,6 +92,28 @@ def _backbone_dict(value: dict) -> dict:
     return value
 
 
+def fast_path_defaults(config_cls: type[PreTrainedConfig], values: dict) -> dict:
+    """`values` of a backbone config with its fast exact paths switched on where `values` leaves them unset.
+
+    `use_mambapy` (Mamba, FalconMamba, Jamba): without the CUDA kernels of `mamba-ssm` (which transformers picks first
+    whenever they are installed), transformers' selective scan is a Python loop over positions; with it, the
+    parallel scan of the `mambapy` package (`pip install "spt_hf[fast]"`) computes the same states in log2(L) steps.
+    Mamba2 needs no switch: its torch path is already the chunked scan (`chunk_size`).
+    """
+    values = dict(values)
+    if "use_mambapy" in config_cls.default_config_fields() and "use_mambapy" not in values:
+        values["use_mambapy"] = True
+        if not is_mambapy_available():
+            logger.warning_once(
+                f"The {values['model_type']} backbone scans in a Python loop over positions without the CUDA kernels "
+                "of mamba-ssm; `pip install mambapy` (or spt_hf[fast]) gives transformers its exact parallel scan."
+            )
+    if values["model_type"] == "falcon_mamba" and "use_mambapy" in values:
+        # FalconMambaConfig resets `use_mambapy` to its older name's value (False when absent), also on reload
+        values.setdefault("use_falcon_mambapy", values["use_mambapy"])
+    return values
+
+
 class WrapperConfig(SequenceModelConfig):
     r"""
     Configuration of [`WrapperModel`] and its heads: a transformers backbone (any in-tree text encoder or decoder)
@@ -95,7 +125,10 @@ class WrapperConfig(SequenceModelConfig):
         backbone_config (`dict` or `PretrainedConfig`):
             The backbone, as a transformers config or a dict with its `model_type`, e.g.
             `{"model_type": "mamba", "hidden_size": 64, "num_hidden_layers": 2, "state_size": 16}`. Saved as a nested
-            config. Optional when `backbone_name_or_path` is set (its config is read once and saved here). Its own
+            config. Optional when `backbone_name_or_path` is set (its config is read once and saved here). Switches
+            of a faster exact path that the dict (or the checkpoint's config file) leaves unset are turned on
+            (`use_mambapy: true` for Mamba, FalconMamba and Jamba: the parallel scan of the `mambapy` package when
+            the CUDA kernels are not installed; see `fast_path_defaults`); a PretrainedConfig is taken as it is. Its own
             dropout, attention and position settings are the backbone's fields; spt_hf's `hidden_dropout_prob` and
             `prenorm` (of spt_hf's residual blocks) do not apply and must stay 0.0 / True.
         backbone_name_or_path (`str`, *optional*):
@@ -139,13 +172,17 @@ class WrapperConfig(SequenceModelConfig):
         if self.backbone_config is None:
             with backbone_checkpoint(self.backbone_name_or_path):
                 self.backbone_config = AutoConfig.from_pretrained(self.backbone_name_or_path)
+            saved = PreTrainedConfig.get_config_dict(self.backbone_name_or_path)[0]  # the checkpoint's own values
+            for name, value in fast_path_defaults(type(self.backbone_config), saved).items():
+                if name not in saved and name in type(self.backbone_config).default_config_fields():
+                    setattr(self.backbone_config, name, value)
         if isinstance(self.backbone_config, dict):
             values = dict(_backbone_dict(self.backbone_config))
             config_cls = CONFIG_MAPPING[values["model_type"]]
             takes_length = "max_position_embeddings" in config_cls.default_config_fields()
             if self.max_position_embeddings is not None and takes_length and "max_position_embeddings" not in values:
                 values["max_position_embeddings"] = self.max_position_embeddings
-            self.backbone_config = config_cls.from_dict(values)
+            self.backbone_config = config_cls.from_dict(fast_path_defaults(config_cls, values))
         elif not isinstance(self.backbone_config, PreTrainedConfig):
             raise ValueError(
                 "`backbone_config` must be a dict with `model_type` or a PretrainedConfig, got "
@@ -213,7 +250,7 @@ class WrapperConfig(SequenceModelConfig):
         return backbone_direction(self.backbone_config)[0]
 
 
-__all__ = ["WrapperConfig", "backbone_checkpoint", "backbone_direction"]
+__all__ = ["WrapperConfig", "backbone_checkpoint", "backbone_direction", "fast_path_defaults"]
 
 
 SPTBackboneConfig = WrapperConfig  # loading alias: checkpoints saved before the rename name it in `auto_map`

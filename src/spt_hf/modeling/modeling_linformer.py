@@ -143,6 +143,7 @@ class LinformerModel(RotaryTransformerModel, LinformerPreTrainedModel):
 
     config: LinformerConfig
     mixer_classes = (LinformerAttention, RotaryTransformerFeedForward)
+    supports_packed_sequences = False  # its mixers do not honour transformers' packed-sequence masks
 
     def _build_extra_modules(self, config: LinformerConfig) -> None:
         super()._build_extra_modules(config)

@@ -240,6 +240,7 @@ class PerformerModel(RotaryTransformerModel, PerformerPreTrainedModel):
 
     config: PerformerConfig
     mixer_classes = (PerformerAttention, RotaryTransformerFeedForward)
+    supports_packed_sequences = False  # its mixers do not honour transformers' packed-sequence masks
 
     def _build_extra_modules(self, config: PerformerConfig) -> None:
         super()._build_extra_modules(config)

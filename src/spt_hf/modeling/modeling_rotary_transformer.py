@@ -11,7 +11,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import GenerationMixin
-from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.masking_utils import (
+    create_bidirectional_mask,
+    create_causal_mask,
+    find_packed_sequence_indices,
+    packed_sequence_mask_function,
+)
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS, dynamic_rope_update
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
@@ -189,6 +194,15 @@ class AttentionState(MixerState):
         super().__init__(keys, values, real)
         self.window = window
         self.croppable = window is None
+        self.weights: torch.Tensor | None = None  # (B, nh, 1, T): the last step's probabilities, when asked
+
+    @property
+    def keys(self) -> torch.Tensor:
+        return self.tensors[0]  # (B, nh, T, D), as a transformers cache layer's `keys`
+
+    @property
+    def values(self) -> torch.Tensor:
+        return self.tensors[1]  # (B, nh, T, D)
 
     def crop(self, tokens: int) -> None:
         if not self.croppable:
@@ -266,10 +280,12 @@ class RotaryTransformerAttention(nn.Module):
         attention_mask: torch.Tensor | None = None,
         position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
         position: int = 0,
+        output_attentions: bool = False,
         **kwargs,
     ) -> tuple[torch.Tensor, AttentionState]:
         """Attention of one new position (B, H) to the cached ones; for block-local attention only the keys a query
-        of this block may see are kept (its block and the previous one), so memory stays bounded by 2w."""
+        of this block may see are kept (its block and the previous one), so memory stays bounded by 2w. Asked for
+        `output_attentions`, the new state holds the probabilities over its keys (`weights`, (B, nh, 1, T))."""
         batch = hidden_state.shape[0]
         shape = (batch, self.num_heads, 1, self.head_dim)
         query = self.q_proj(hidden_state).view(batch, self.num_heads, self.head_dim).unsqueeze(2)  # (B, nh, 1, D)
@@ -292,8 +308,12 @@ class RotaryTransformerAttention(nn.Module):
         visible[:, -1] = True  # a query always sees itself (as in the full forward)
         weights = torch.matmul(query, keys.transpose(2, 3)) * self.scaling  # (B, nh, 1, T)
         weights = weights.masked_fill(~visible[:, None, None, :], torch.finfo(weights.dtype).min)
-        out = torch.matmul(F.softmax(weights.float(), dim=-1).to(values.dtype), values)  # (B, nh, 1, D)
-        return self.o_proj(out.reshape(batch, -1)), AttentionState(keys, values, real, window)
+        probs = F.softmax(weights.float(), dim=-1).to(values.dtype)  # (B, nh, 1, T)
+        out = torch.matmul(probs, values)  # (B, nh, 1, D)
+        new_state = AttentionState(keys, values, real, window)
+        if output_attentions:
+            new_state.weights = probs
+        return self.o_proj(out.reshape(batch, -1)), new_state
 
 
 class RotaryTransformerFeedForward(nn.Module):
@@ -315,9 +335,14 @@ class RotaryTransformerPreTrainedModel(SequencePreTrainedModel):
 
 
 class RotaryTransformerModel(SequenceBaseModel, RotaryTransformerPreTrainedModel):
-    """Transformer backbone: each layer is an attention block then a feed-forward block, each with its residual."""
+    """Transformer backbone: each layer is an attention block then a feed-forward block, each with its residual.
+
+    Packed sequences (position_ids that restart inside a row, no attention_mask: transformers'
+    `DataCollatorWithFlattening`) restart the positions and keep each sequence to itself, through transformers' own
+    packed-sequence masks (full attention only)."""
 
     mixer_classes = (RotaryTransformerAttention, RotaryTransformerFeedForward)
+    supports_packed_sequences = True
 
     def _build_extra_modules(self, config: RotaryTransformerConfig) -> None:
         if config.position_embedding_type == "rotary":
@@ -355,6 +380,8 @@ class RotaryTransformerModel(SequenceBaseModel, RotaryTransformerPreTrainedModel
             kwargs["position_embeddings"] = self.rotary_emb(hidden_states, position_ids)
         window = self.config.attention_window
         if window is not None and window < length:
+            if position_ids is not None and padding_mask is None:
+                self._refuse_packed_sequences(position_ids, batch, "block-local attention (`attention_window`)")
             visible = local_attention_mask(
                 padding_mask, batch, length, window, self.config.is_causal, hidden_states.device
             )
@@ -363,10 +390,24 @@ class RotaryTransformerModel(SequenceBaseModel, RotaryTransformerPreTrainedModel
             kwargs["attention_bias"] = visible
         else:
             warn_if_full_attention_is_slow(self.config, hidden_states)
-            make_mask = create_causal_mask if self.config.is_causal else create_bidirectional_mask
-            kwargs["attention_bias"] = make_mask(
-                config=self.config, inputs_embeds=hidden_states, attention_mask=padding_mask, cache=None
-            )
+            if self.config.is_causal:  # restarting position_ids without a mask: transformers' packed causal mask
+                kwargs["attention_bias"] = create_causal_mask(
+                    config=self.config,
+                    inputs_embeds=hidden_states,
+                    attention_mask=padding_mask,
+                    cache=None,
+                    position_ids=position_ids,
+                )
+            else:
+                packed = None
+                if position_ids is not None and padding_mask is None:
+                    packed = find_packed_sequence_indices(position_ids.expand(batch, -1))  # (B, L) or None
+                kwargs["attention_bias"] = create_bidirectional_mask(
+                    config=self.config,
+                    inputs_embeds=hidden_states,
+                    attention_mask=padding_mask,
+                    and_mask_function=None if packed is None else packed_sequence_mask_function(packed),
+                )
         return kwargs
 
 

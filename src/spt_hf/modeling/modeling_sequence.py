@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
+from transformers.masking_utils import find_packed_sequence_indices
 from transformers.modeling_outputs import BaseModelOutputWithPast
 from transformers.utils import can_return_tuple
 
@@ -169,6 +170,8 @@ class SequenceBaseModel:
     """
 
     mixer_classes: tuple[type[nn.Module], ...] = ()
+    # Whether restarting position_ids (packed sequences, no attention_mask) keep each sequence to itself.
+    supports_packed_sequences = False
 
     def __init__(self, config: SequenceModelConfig):
         super().__init__(config)
@@ -198,6 +201,17 @@ class SequenceBaseModel:
     def _mixer_kwargs(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None, position_ids=None) -> dict:
         return {}
 
+    def _refuse_packed_sequences(self, position_ids: torch.Tensor, batch: int, what: str | None = None) -> None:
+        """One line when position_ids restart inside a row (several sequences packed in one) and the model would
+        let them see each other."""
+        if torch.compiler.is_compiling() or find_packed_sequence_indices(position_ids.expand(batch, -1)) is None:
+            return
+        what = what or f"{type(self).__name__}'s mixers"
+        raise ValueError(
+            f"position_ids restart inside a row (packed sequences), which {what} cannot keep apart: pass one "
+            "sequence per row with an attention_mask (padding) instead of flattening them."
+        )
+
     def _step_kwargs(self, hidden_state: torch.Tensor, position: int) -> dict:
         """Per-position inputs of the mixers' recurrent `step` (e.g. the rotary angles of `position`)."""
         return {}
@@ -210,9 +224,13 @@ class SequenceBaseModel:
         device, dtype = device or self.device, dtype or self.dtype
         return SequenceCache([layer.init_state(batch_size, device, dtype) for layer in self.layers])
 
-    def _forward_recurrent(self, input_ids, input_values, inputs_embeds, padding_mask, cache, output_hidden_states):
+    def _forward_recurrent(
+        self, input_ids, input_values, inputs_embeds, padding_mask, cache, output_hidden_states, output_attentions=False
+    ):
         """Run the sequence one position at a time through the mixers' recurrent `step`, continuing `cache` (an empty
-        one is filled first); the hidden states of every layer if asked."""
+        one is filled first); the hidden states of every layer if asked, and the attention probabilities of the
+        attention layers, (B, nh, L, T) over every position seen (zero where a key is in the future or out of the
+        window), when every layer has one."""
         if not self.config.is_causal:
             raise ValueError("`use_cache`/`cache` needs a causal model (`bidirectional=False`).")
         inputs = next(x for x in (input_ids, input_values, inputs_embeds) if x is not None)
@@ -221,21 +239,41 @@ class SequenceBaseModel:
         if not cache.is_initialized:
             cache.layers = self.init_cache(batch, inputs.device).layers
         outputs, per_layer = [], [[] for _ in range(len(self.layers) + 1)]
+        weights = [[] for _ in self.layers]  # per layer, per step: (B, nh, 1, T_t) over the last T_t positions
         for t in range(length):
             position = cache.seen_tokens
             token = inputs[:, t : t + 1]  # (B, 1[, C or H])
             ids, values, embeds = (token if x is not None else None for x in (input_ids, input_values, inputs_embeds))
             hidden_state = self._embed(ids, values, None, position_offset=position, inputs_embeds=embeds)[:, 0]
             step_kwargs = self._step_kwargs(hidden_state, position)
+            if output_attentions:
+                step_kwargs["output_attentions"] = True
             real = None if padding_mask is None else padding_mask[:, t]  # (B,)
             for index, (layer, layer_cache) in enumerate(zip(self.layers, cache.layers)):
                 per_layer[index].append(hidden_state)
                 hidden_state = layer.step(hidden_state, layer_cache.states, real, **step_kwargs)
+                if output_attentions:
+                    found = [s.weights for s in layer_cache.states if getattr(s, "weights", None) is not None]
+                    weights[index] += found[-1:]
             outputs.append(self.norm_f(hidden_state))
             per_layer[-1].append(outputs[-1])
             cache.seen_tokens += 1
         hidden_states = tuple(torch.stack(h, dim=1) for h in per_layer) if output_hidden_states else None
-        return torch.stack(outputs, dim=1), cache, hidden_states  # (B, L, H)
+        attentions = None
+        if output_attentions and all(len(w) == length for w in weights):
+            attentions = tuple(self._place_step_weights(w, cache.seen_tokens) for w in weights)
+        return torch.stack(outputs, dim=1), cache, hidden_states, attentions  # (B, L, H)
+
+    @staticmethod
+    def _place_step_weights(steps: list[torch.Tensor], total: int) -> torch.Tensor:
+        """Per-step probabilities (B, nh, 1, T_t) over the T_t most recent positions -> (B, nh, L, total)."""
+        batch, heads = steps[0].shape[:2]
+        placed = steps[0].new_zeros(batch, heads, len(steps), total)
+        first = total - len(steps)  # the position of the first query
+        for row, step in enumerate(steps):
+            end = first + row + 1
+            placed[:, :, row, end - step.shape[-1] : end] = step[:, :, 0]
+        return placed
 
     @can_return_tuple
     def forward(
@@ -274,13 +312,17 @@ class SequenceBaseModel:
         output_hidden_states = output_hidden_states or self.config.output_hidden_states
         output_attentions = output_attentions or self.config.output_attentions
         if use_cache or cache is not None:
-            hidden_states, cache, all_hidden = self._forward_recurrent(
-                input_ids, input_values, inputs_embeds, padding_mask, cache, output_hidden_states
+            hidden_states, cache, all_hidden, all_attentions = self._forward_recurrent(
+                input_ids, input_values, inputs_embeds, padding_mask, cache, output_hidden_states, output_attentions
             )
-            return BaseModelOutputWithPast(last_hidden_state=hidden_states, cache=cache, hidden_states=all_hidden)
+            return BaseModelOutputWithPast(
+                last_hidden_state=hidden_states, cache=cache, hidden_states=all_hidden, attentions=all_attentions
+            )
         hidden_states = self._embed(
             input_ids, input_values, mask_positions, position_ids=position_ids, inputs_embeds=inputs_embeds
         )  # (B, L, H)
+        if position_ids is not None and padding_mask is None and not self.supports_packed_sequences:
+            self._refuse_packed_sequences(position_ids, hidden_states.shape[0])
         mixer_kwargs = self._mixer_kwargs(hidden_states, padding_mask, position_ids)
         if output_attentions:
             mixer_kwargs["output_attentions"] = True

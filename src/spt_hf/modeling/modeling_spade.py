@@ -124,6 +124,7 @@ class SpadeModel(RotaryTransformerModel, SpadePreTrainedModel):
 
     config: SpadeConfig
     mixer_classes = (SpadeMixer, RotaryTransformerFeedForward)
+    supports_packed_sequences = False  # its mixers do not honour transformers' packed-sequence masks
 
 
 class SpadeForMaskedLM(SequenceForMaskedLM, SpadePreTrainedModel):

@@ -42,6 +42,7 @@ from ..data import (
 from ..data.pretraining import DataFingerprint, IndexedExamples
 from ..hub import ensure_push_credentials, push_phase
 from .arguments import PHASE_FIELDS, Recipe, spt_bidirectional, validate_recipe
+from .compute import phase_compute
 from .results import phase_results, write_results
 from .run_folder import PhaseState, in_phase_dir, latest_complete_checkpoint, open_phase
 from .task_data import TaskData, load_task_data
@@ -66,6 +67,14 @@ def model_config(recipe: Recipe, task: TaskData, **phase_fields):
     return AutoConfig.for_model(recipe.model.model_type, **values)
 
 
+def spt_model(recipe: Recipe, task: TaskData):
+    """The SPT phase's new model: ForMaskedLM (masked SPT) or ForCausalLM (causal SPT), fitted to the task."""
+    bidirectional = spt_bidirectional(recipe)
+    loss = "cross_entropy" if task.spec.spt_target == "levels" else recipe.model_config.get("continuous_loss", "l1")
+    config = model_config(recipe, task, bidirectional=bidirectional, continuous_loss=loss)
+    return (AutoModelForMaskedLM if bidirectional else AutoModelForCausalLM).from_config(config)
+
+
 def pretrain(recipe: Recipe, callbacks: list | None = None) -> dict:
     """Self-pretrain on the task's train split with the recipe's objective; save a ForMaskedLM/ForCausalLM model
     (with `push_to_hub`, push it with results.json and its model card once they are written). A finished phase is
@@ -84,9 +93,7 @@ def _pretrain(recipe: Recipe, fingerprint: dict, callbacks: list | None) -> dict
     task = load_task_data(recipe)
     spt, seed = recipe.spt, recipe.training.seed
     bidirectional = spt_bidirectional(recipe)
-    loss = "cross_entropy" if task.spec.spt_target == "levels" else recipe.model_config.get("continuous_loss", "l1")
-    config = model_config(recipe, task, bidirectional=bidirectional, continuous_loss=loss)
-    model = (AutoModelForMaskedLM if bidirectional else AutoModelForCausalLM).from_config(config)
+    model = spt_model(recipe, task)
     train_set = pretraining_dataset(task.splits, task.spec)
     columns = train_set.column_names
     evaluation = {name: task.splits[name].select_columns(columns) for name in ("validation", "test")}
@@ -306,7 +313,9 @@ def _train_and_evaluate(trainer: PhaseTrainer, recipe, task: TaskData, phase: st
         evaluations["selected"] = "best"
     export_model(trainer, output_dir)
     wall = time.perf_counter() - start
-    return phase_results(phase, recipe, task, trainer, train_output, evaluations, curve, wall)
+    results = phase_results(phase, recipe, task, trainer, train_output, evaluations, curve, wall)
+    results["compute"] = phase_compute(trainer)  # FLOPs of one real step x steps; not part of the wall time
+    return results
 
 
 def _check_resumed_form(model, checkpoint: str) -> None:

@@ -1,8 +1,10 @@
 """The life of a phase folder (`<output_dir>/<phase>`): one writer at a time, a recipe it belongs to, checkpoints
 that are complete or absent, and a finished phase that is never trained again.
 
-- `PhaseLock`: an exclusive lock file holding the writer's process id, start time and host. A lock whose process is
-  gone (killed) is taken over with a message; a live one makes a second run fail at once, naming it.
+- `PhaseLock`: an exclusive lock file holding the writer's process id, start time and host (and its Slurm job id,
+  inside one). A lock whose process is gone (killed) is taken over with a message; a live one makes a second run
+  fail at once, naming it. A lock taken on another host inside a Slurm job is judged by whether Slurm still has
+  that job queued or running.
 - `recipe_fingerprint`: the hash of everything in a resolved recipe that changes the model (not where it is written,
   how often it logs or how many data-loader workers read the data), recorded when the phase starts
   (`spt_hf_phase.json`) and in `results.json`.
@@ -88,6 +90,15 @@ def _process_start(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[19]
 
 
+def _slurm_job_alive(job_id: str) -> bool | None:
+    """Whether Slurm has job `job_id` queued or running; None when Slurm cannot be asked from here."""
+    if shutil.which("squeue") is None:
+        return None
+    from ..compare.slurm import job_alive
+
+    return job_alive(job_id)
+
+
 class PhaseLock:
     """An exclusive lock on a phase folder: `LOCK_FILE` created with O_EXCL, removed on release."""
 
@@ -103,6 +114,8 @@ class PhaseLock:
             "host": socket.gethostname(),
             "since": time.strftime("%Y-%m-%d %H:%M:%S"),
         }
+        if os.environ.get("SLURM_JOB_ID"):  # judged by Slurm from another node: is that job still alive?
+            me["slurm_job"] = os.environ["SLURM_JOB_ID"]
         for _ in range(3):
             try:
                 descriptor = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -130,6 +143,14 @@ class PhaseLock:
                     "to finish or stop it; two runs writing one folder would mix their checkpoints."
                 )
             print(f"spt_hf: taking over the lock of {folder} from process {pid}, which is no longer running.")
+        elif owner.get("slurm_job") and (alive := _slurm_job_alive(str(owner["slurm_job"]))) is not None:
+            job = owner["slurm_job"]
+            if alive:
+                raise PhaseLockedError(
+                    f"{folder} is in use by Slurm job {job} (process {pid} on host {host}, since "
+                    f"{owner.get('since')}): wait for it to end or cancel it (scancel {job})."
+                )
+            print(f"spt_hf: taking over the lock of {folder} from Slurm job {job} on {host}, which has ended.")
         elif owner:
             raise PhaseLockedError(
                 f"{folder} is in use by process {pid} on host {host} (since {owner.get('since')}); if that run is "

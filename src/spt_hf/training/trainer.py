@@ -1,12 +1,14 @@
 """The HF Trainer with spt_hf's optimiser groups and crash-safe checkpoints, and the metrics of each phase."""
 
 import shutil
+import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import EvalPrediction, Trainer
+from transformers import EvalPrediction, Trainer, TrainerCallback
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
@@ -14,6 +16,63 @@ from ..data import IGNORE_INDEX
 from ..metrics import load_metric
 from .optim import param_groups
 from .run_folder import STAGING_PREFIX, commit_checkpoint, disk_full_error
+
+SAVE_SIGNAL = signal.SIGUSR2  # what submitit (and Slurm's --signal) sends before a job's time limit
+INTERRUPTED_EXIT = 75  # the exit status of a phase that saved a checkpoint on the signal and stopped
+
+
+class SaveOnSignal(TrainerCallback):
+    """On `SAVE_SIGNAL`: save a checkpoint at the next step boundary and stop training (`PhaseTrainer.train` then
+    exits with `INTERRUPTED_EXIT`, without evaluating or exporting, so that the same command resumes exactly from
+    that checkpoint)."""
+
+    early: list[int] = []  # received before training began (`catch_early`)
+
+    def __init__(self):
+        self.received: int | None = SaveOnSignal.early[-1] if SaveOnSignal.early else None
+        self._previous = None
+
+    def _handle(self, signum, frame) -> None:
+        self.received = signum
+
+    @staticmethod
+    def catch_early() -> None:
+        """Keep the signal from killing the process before training begins (while the data loads): it is
+        remembered, and training saves and stops at its first step boundary."""
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(SAVE_SIGNAL, lambda signum, frame: SaveOnSignal.early.append(signum))
+            # (compare's Slurm jobs start the phase with the signal blocked until now; one sent meanwhile arrives here)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {SAVE_SIGNAL})
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(SAVE_SIGNAL, self._handle)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {SAVE_SIGNAL})
+
+    def uninstall(self) -> None:
+        if self._previous is not None:
+            signal.signal(SAVE_SIGNAL, self._previous)
+            self._previous = None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if args.world_size > 1:  # every process stops at the same step, whichever of them got the signal first
+            self.received = _agreed_signal(self.received, args.device)
+        if self.received is not None:
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+
+def _agreed_signal(received: int | None, device) -> int | None:
+    """The signal some process of a distributed phase received (a step's all-reduce of one number), else None."""
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        return received
+    flag = torch.tensor([0 if received is None else int(received)], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return int(flag.item()) or None
 
 
 class PhaseTrainer(Trainer):
@@ -37,6 +96,27 @@ class PhaseTrainer(Trainer):
                 "`spt-hf compare --accelerate-config`), or CUDA_VISIBLE_DEVICES=0 for one GPU."
             )
         super().__init__(*args, **kwargs)
+
+    def train(self, *args, **kwargs):
+        """`Trainer.train`; on `SAVE_SIGNAL` it saves a checkpoint at the next step boundary and the process exits
+        with `INTERRUPTED_EXIT` (the same command resumes from that checkpoint)."""
+        saver = SaveOnSignal()
+        self.add_callback(saver)
+        saver.install()
+        try:
+            output = super().train(*args, **kwargs)
+        finally:
+            saver.uninstall()
+            self.remove_callback(saver)
+        if saver.received is not None and self.state.global_step < self.state.max_steps:
+            step = self.state.global_step
+            print(
+                f"spt_hf: {signal.Signals(saver.received).name} received: saved checkpoint-{step} in "
+                f"{self.args.output_dir} and stopped; the same command resumes from it.",
+                flush=True,
+            )
+            raise SystemExit(INTERRUPTED_EXIT)
+        return output
 
     def create_optimizer(self, model=None):
         if self.optimizer is None:

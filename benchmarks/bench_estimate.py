@@ -1,0 +1,132 @@
+"""The dry run's estimate against real training steps: peak memory, FLOPs and step time of paper recipes.
+
+For each recipe: the estimate of its phase (`spt_hf.training.estimate`, measured at batch 1 on this device), then
+`--steps` real training steps of the same model at `--batch` (default: the recipe's per-device batch, or the largest
+that the estimate says fits `--device-memory-gb`), with the peak memory (CUDA: `torch.cuda.max_memory_allocated`;
+CPU: the growth of the process's peak RSS) and the FLOPs counted over the last step. Prints one JSON line per
+recipe and a Markdown table of measured / estimated.
+
+    python benchmarks/bench_estimate.py --recipes pathx/s4-spt.yaml listops/transformer-finetune.yaml
+    python benchmarks/bench_estimate.py --device cpu --batch 1 --recipes cpu/digits-s4-spt.yaml
+"""
+
+import argparse
+import json
+import time
+
+import torch
+from common import status_mib
+from torch.utils.flop_counter import FlopCounterMode
+
+from spt_hf.training.arguments import load_recipe
+from spt_hf.training.estimate import (
+    BYTES_PER_PARAMETER,
+    CPU_ATTENTION_FLOPS,
+    GIB,
+    default_measure_length,
+    estimate_phase,
+    estimate_task,
+    phase_model_and_collator,
+    synthetic_examples,
+)
+from spt_hf.training.optim import param_groups
+
+# One paper recipe per architecture, each at its longest task.
+DEFAULT_RECIPES = [
+    "pathx/s4-spt.yaml",
+    "pathx/dlr-spt.yaml",
+    "pathx/transformer-spt.yaml",
+    "pathx/mega-finetune.yaml",
+    "pathx/spade-spt.yaml",
+    "pathx/linformer-spt.yaml",
+    "pathx/performer-spt.yaml",
+    "pathx/pythia70m-spt.yaml",
+    "speech_commands/s4-spt.yaml",
+]
+
+
+def real_steps(recipe, phase: str, batch: int, steps: int, device: torch.device) -> dict:
+    """`steps` optimiser steps of the phase's model at `batch`; peak memory over them, FLOPs and time of the last."""
+    task = estimate_task(recipe)
+    model, collator = phase_model_and_collator(recipe, phase, task)
+    model.to(device).train()
+    optimizer = torch.optim.AdamW(param_groups(model, 1e-4, 0.0))
+    inputs = {k: v.to(device) for k, v in collator(synthetic_examples(task.spec, task.spec.max_length, batch)).items()}
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated() if device.type == "cuda" else status_mib("VmRSS") * 2**20
+    flops, seconds = 0.0, 0.0
+    for _ in range(steps):
+        start = time.perf_counter()
+        with FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FLOPS) as counter:
+            model(**inputs).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=False)  # gradients stay allocated, as in the Trainer's loop
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        flops, seconds = counter.get_total_flops(), time.perf_counter() - start
+    if device.type == "cuda":
+        peak = torch.cuda.max_memory_allocated()
+    else:  # RSS: what the process grew by, plus the parameters it already held
+        params = sum(p.numel() * p.element_size() for p in model.parameters())
+        peak = status_mib("VmHWM") * 2**20 - before + params
+    del model, optimizer
+    return {"peak_bytes": peak, "flops": flops, "step_s": seconds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipes", nargs="+", default=DEFAULT_RECIPES)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--batch", type=int, help="per-device batch of the real steps (default: the recipe's)")
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--device-memory-gb", type=float, default=80.0)
+    parser.add_argument("--max-measure-length", type=int, default=default_measure_length())
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    rows = []
+    for name in args.recipes:
+        phase = "spt" if name.endswith("-spt.yaml") else "finetune"
+        recipe = load_recipe(name, phase=phase)
+        try:
+            estimate = estimate_phase(recipe, phase, args.device_memory_gb, args.max_measure_length, str(device))
+        except ValueError as error:
+            print(json.dumps({"recipe": name, "skipped": str(error)}), flush=True)
+            continue
+        batch = args.batch or (estimate.fitting_batch() or (1, 0))[0]
+        try:
+            real = real_steps(recipe, phase, batch, args.steps, device)
+        except torch.OutOfMemoryError as error:
+            real = {"peak_bytes": float("nan"), "flops": float("nan"), "step_s": float("nan"), "error": str(error)}
+        expected = BYTES_PER_PARAMETER * estimate.parameters + estimate.activations_at(batch)
+        expected_flops = estimate.flops_per_batch + batch * estimate.flops_per_example
+        row = {
+            "recipe": name,
+            "device": str(device),
+            "batch": batch,
+            "estimated_bytes": expected,
+            "measured_peak_bytes": real["peak_bytes"],
+            "memory_ratio": real["peak_bytes"] / expected,
+            "estimated_flops": expected_flops,
+            "measured_flops": real["flops"],
+            "flops_ratio": real["flops"] / expected_flops,
+            "step_s": real["step_s"],
+            "extrapolated_from": list(estimate.extrapolated_from),
+        }
+        if "error" in real:
+            row["error"] = real["error"]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print("| recipe | device | batch | est. GiB | peak GiB | memory ratio | FLOPs ratio | step s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['recipe']} | {r['device']} | {r['batch']} | {r['estimated_bytes'] / GIB:.2f} | "
+            f"{r['measured_peak_bytes'] / GIB:.2f} | {r['memory_ratio']:.2f} | {r['flops_ratio']:.3f} | "
+            f"{r['step_s']:.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""The estimate of a phase's cost: measured steps, their scaling in batch and length, the verdict and the CLI."""
+
+import dataclasses
+
+import pytest
+import torch
+import yaml
+
+from spt_hf.cli import main
+from spt_hf.training.arguments import load_recipe
+from spt_hf.training.estimate import (
+    GIB,
+    PhaseEstimate,
+    count_step,
+    estimate_phase,
+    estimate_task,
+    fit_length,
+    measure_step,
+    phase_model_and_collator,
+)
+
+TINY = {
+    "spt_rotary_transformer": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2},
+    "spt_s4": {"hidden_size": 32, "num_hidden_layers": 2, "state_size": 16, "kernel": "diag"},
+    "spt_mega": {
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "intermediate_size": 64,
+        "shared_representation_size": 16,
+        "ema_projection_size": 8,
+        "nffn_hidden_size": 64,
+        "chunk_size": None,  # full attention: activations quadratic in the length
+    },
+}
+
+
+def tiny_recipe(tmp_path, model_type: str, phase: str = "spt", **values):
+    values = {
+        "task": "listops",
+        "max_length": 1024,
+        "model_type": model_type,
+        **TINY[model_type],
+        "per_device_train_batch_size": 8,
+        "max_steps": 10,
+        "output_dir": str(tmp_path / "run"),
+        **values,
+    }
+    values = {key: value for key, value in values.items() if value is not None}
+    if phase == "spt":
+        values["objective"] = "masked"
+    path = tmp_path / f"tiny-{phase}.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return load_recipe(path, phase=phase)
+
+
+def built(recipe, phase: str):
+    task = estimate_task(recipe)
+    model, collator = phase_model_and_collator(recipe, phase, task)
+    return model, collator, task.spec
+
+
+def measured(recipe, phase: str, length: int):
+    model, collator, spec = built(recipe, phase)
+    return measure_step(model, collator, spec, length, device="cpu")
+
+
+@pytest.mark.parametrize("model_type", sorted(TINY))
+def test_extrapolation_in_length_matches_a_full_length_step(tmp_path, model_type):
+    """b + a·L + c·L² through the steps at 128, 256 and 512 predicts the step at 1024: the per-position (linear)
+    costs, the full-attention (quadratic) ones and those sized by the model's maximum length (constant)."""
+    recipe = tiny_recipe(tmp_path, model_type)
+    *shorter, full = (measured(recipe, "spt", length) for length in (128, 256, 512, 1024))
+    high = shorter[-1]
+    predicted = fit_length(shorter, 1024)
+    assert predicted.extrapolated_from == (128, 256, 512)
+    assert predicted.flops == pytest.approx(full.flops, rel=0.05)
+    # within the tolerance the estimate promises for memory (S4's FFT buffers and the random SPT masks make the
+    # saved bytes only piecewise smooth in L)
+    assert predicted.activation_bytes == pytest.approx(full.activation_bytes, rel=0.25)
+    if model_type == "spt_mega":  # the materialised L x L attention: four times the bytes at twice the length
+        total = full.activation_bytes + full.fixed_activation_bytes
+        assert total > 3 * (high.activation_bytes + high.fixed_activation_bytes)
+
+
+@pytest.mark.parametrize("model_type", ["spt_rotary_transformer", "spt_s4"])
+def test_costs_per_example_and_per_batch_predict_a_larger_batch(tmp_path, model_type):
+    """Measured at batch 1 and 2, the split into per-example and per-batch costs predicts batch 5."""
+    recipe = tiny_recipe(tmp_path, model_type, phase="finetune")
+    model, collator, spec = built(recipe, "finetune")
+    step = measure_step(model, collator, spec, 512, device="cpu")
+    flops, saved, _ = count_step(model, collator, spec, 512, 5, torch.device("cpu"))
+    assert step.fixed_flops + 5 * step.flops == pytest.approx(flops, rel=0.02)
+    assert step.fixed_activation_bytes + 5 * step.activation_bytes == pytest.approx(saved, rel=0.10)
+
+
+def test_transformer_flops_match_the_matmul_count(tmp_path):
+    """An independent count of a rotary transformer's matrix products (GELU FFN): per layer and position the q, k, v,
+    o projections 2·4·d² and the FFN 2·2·d·i; attention 2·2·L·d (scores and values, over all L keys); the
+    classifier over the pooled vector is negligible. Backward twice the forward, and for attention 2.5 times (its
+    backward recomputes the scores, as torch counts fused attention). CPU attention included."""
+    recipe = tiny_recipe(tmp_path, "spt_rotary_transformer", phase="finetune", intermediate_size=64)
+    step = measured(recipe, "finetune", 512)
+    d, i, length, layers = 32, 64, 512, 2
+    dense = layers * length * (2 * 4 * d * d + 2 * 2 * d * i)
+    attention = layers * length * 2 * 2 * length * d
+    assert step.flops + step.fixed_flops == pytest.approx(3 * dense + 3.5 * attention, rel=0.05)
+
+
+def test_estimate_scales_to_the_recipe_and_reuses_measurements(tmp_path):
+    recipe = tiny_recipe(tmp_path, "spt_s4", per_device_train_batch_size=4, gradient_accumulation_steps=2)
+    cache: dict = {}
+    first = estimate_phase(recipe, "spt", device="cpu", measured=cache)
+    assert first.optimizer_steps == 10 and first.global_batch == 8
+    assert first.train_flops == pytest.approx((first.flops_per_batch + 4 * first.flops_per_example) * 2 * 10)
+    assert first.tokens == 10 * 8 * 1024
+    assert first.state_bytes == 16 * first.parameters
+    expected = first.state_bytes + first.activation_bytes_per_batch + 4 * first.activation_bytes_per_example
+    assert first.total_bytes == pytest.approx(expected)
+    other_seed = dataclasses.replace(recipe, training=dataclasses.replace(recipe.training, seed=7))
+    again = estimate_phase(other_seed, "spt", device="cpu", measured=cache)
+    assert len(cache) == 1 and again.flops_per_example == first.flops_per_example
+
+
+def test_epochs_become_steps_with_the_task_size(tmp_path):
+    recipe = tiny_recipe(tmp_path, "spt_s4", max_steps=None, num_train_epochs=2, per_device_train_batch_size=32)
+    estimate = estimate_phase(recipe, "spt", device="cpu")
+    assert estimate.train_examples == 96_000 and estimate.optimizer_steps == 2 * 96_000 // 32
+
+
+def verdict_of(activation_gib: float, batch: int, accumulation: int, memory_gb: float = 80.0) -> PhaseEstimate:
+    return PhaseEstimate(
+        recipe="r",
+        phase="spt",
+        task="pathx",
+        model_type="spt_s4",
+        parameters=1_000_000,
+        length=16384,
+        per_device_batch=batch,
+        accumulation=accumulation,
+        optimizer_steps=1,
+        tokens=1,
+        flops_per_example=1.0,
+        train_flops=1.0,
+        activation_bytes_per_example=activation_gib * GIB,
+        state_bytes=0,
+        device="cpu",
+        device_memory_gb=memory_gb,
+    )
+
+
+def test_verdict_keeps_the_global_batch():
+    assert verdict_of(1.0, 32, 1).fits
+    unfit = verdict_of(7.0, 32, 1)
+    assert not unfit.fits and unfit.fitting_batch() == (8, 4)  # 8 x 7 GiB fits 80 GB, 16 x 7 does not
+    assert "per_device_train_batch_size 8 x gradient_accumulation_steps 4 keeps the global batch 32" in unfit.verdict()
+    assert verdict_of(100.0, 4, 1).fitting_batch() is None
+    assert "even at batch 1" in verdict_of(100.0, 4, 1).verdict()
+
+
+def test_cli_estimate_and_dry_run(tmp_path, capsys):
+    recipe = tiny_recipe(tmp_path, "spt_s4")
+    assert main(["estimate", "--config", recipe.source, "--device-memory-gb", "40"]) == 0
+    out = capsys.readouterr().out
+    assert "measured on cpu" in out and "A100 GPU-hours" in out and "| spt |" in out and "of 40 GB" in out
+    assert main(["spt", "--config", recipe.source, "--dry-run", "--max-measure-length", "512"]) == 0
+    out = capsys.readouterr().out
+    assert "extrapolated from 128, 256, 512" in out
+    assert not (tmp_path / "run").exists()  # nothing trained, nothing written
+
+
+def test_compare_dry_run_estimates_the_plan_once_per_model(tmp_path, capsys, monkeypatch):
+    from spt_hf.training import estimate
+
+    calls = []
+    original = estimate.measure_phase
+    monkeypatch.setattr(estimate, "measure_phase", lambda *a, **k: calls.append(a[1]) or original(*a, **k))
+    argv = ["compare", "--tasks", "digits", "--architectures", "s4", "--seeds", "0", "1", "--recipes_dir", "cpu"]
+    assert main([*argv, "--output_dir", str(tmp_path / "runs"), "--dry_run", "--estimate"]) == 0
+    out = capsys.readouterr().out
+    assert "Total: 6 phases" in out and "A100 GPU-hours" in out and "Largest phase:" in out
+    assert sorted(calls) == ["finetune", "spt"]  # two seeds, finetune and scratch: one measurement per model
+    assert not (tmp_path / "runs" / "digits").exists()
+    assert main([*argv, "--output_dir", str(tmp_path / "runs"), "--estimate"]) == 1  # only with --dry_run
+    assert "--estimate goes with --dry_run" in capsys.readouterr().err
