@@ -190,3 +190,15 @@ def save_pretrained_backbone(folder, seed: int = 0):
     model.save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
+
+
+# The overrides of a phase of a few steps on a tiny model: what compare's tests (local and on Slurm) run.
+TINY_PHASE = {
+    "total_steps": 4,
+    "eval_steps": 2,
+    "save_steps": 2,
+    "logging_steps": 1,
+    "hidden_size": 16,
+    "num_hidden_layers": 1,
+    "per_device_eval_batch_size": 64,
+}

@@ -18,21 +18,14 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import TINY_PHASE
 from safetensors.numpy import load_file
 
 from spt_hf.compare import CompareSpec, build_plan
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
-TINY = {
-    "total_steps": 4,
-    "eval_steps": 2,
-    "save_steps": 2,
-    "logging_steps": 1,
-    "hidden_size": 16,
-    "num_hidden_layers": 1,
-    "per_device_eval_batch_size": 64,
-}
+TINY = TINY_PHASE
 # An SPT phase of about 1.5 minutes (on one core) and a short finetuning: long enough for a 2-minute limit.
 LONG = {
     **TINY,

@@ -12,19 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import TINY_PHASE
 
 from spt_hf.cli import main as cli_main
 from spt_hf.compare import CompareSpec, run_compare
 
-TINY = {
-    "total_steps": 4,
-    "eval_steps": 2,
-    "save_steps": 2,
-    "logging_steps": 1,
-    "hidden_size": 16,
-    "num_hidden_layers": 1,
-    "per_device_eval_batch_size": 64,
-}
+TINY = TINY_PHASE
 LISTOPS = {
     "generate_data": {"num_train": 64, "num_val": 16, "num_test": 16, "min_length": 8, "max_length": 40, "max_depth": 3}
 }
