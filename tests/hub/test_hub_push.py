@@ -33,6 +33,7 @@ WRONG_TOKEN = "hf_wrong_" + hashlib.sha256(TOKEN.encode()).hexdigest()[:20]
 MODELING_FILES = {
     "blocks.py",
     "cache.py",
+    "checkpoint_files.py",
     "configuration_rotary_transformer.py",
     "configuration_sequence.py",
     "heads.py",

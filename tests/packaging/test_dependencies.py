@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from spt_hf.compare.launchers import _require
+from spt_hf.compare.launchers import require_package
 from spt_hf.training.arguments import require_reporting_packages
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,4 +80,4 @@ def test_tensorboard_reporting_without_tensorboard_names_the_extra(monkeypatch):
 
 def test_a_cluster_launcher_without_its_package_names_the_extra():
     with pytest.raises(ImportError, match=r'^`--launcher ray` needs the `not_a_module_xyz` .*"spt_hf\[cluster\]"'):
-        _require("not_a_module_xyz", "ray")
+        require_package("not_a_module_xyz", "ray")

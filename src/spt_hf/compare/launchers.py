@@ -139,7 +139,7 @@ def _gpu_ids() -> list[int]:
     return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
 
 
-def _require(module: str, launcher: str):
+def require_package(module: str, launcher: str):
     import importlib
 
     try:
@@ -158,7 +158,7 @@ def run_submitit(
     (`slurm.run_slurm`) at most `parallel` jobs are queued or running, each finetuning job with an `afterok`
     dependency on its SPT job, watched by their Slurm states; the `local` and `debug` clusters have no dependencies,
     so a finetuning job is submitted when its SPT job has succeeded."""
-    submitit = _require("submitit", "submitit")
+    submitit = require_package("submitit", "submitit")
     layout = layout or PhaseProcesses()
     options = {k: v for k, v in options.items() if k not in ("nodes", "processes_per_node")}
     cluster = options.pop("cluster", "slurm")
@@ -192,7 +192,7 @@ def run_ray(jobs, on_event: Event, options: dict, layout: PhaseProcesses | None 
     argument, so Ray runs it after that one (and it is skipped if that one failed). A task whose worker died or whose
     phase was killed is run again, up to `max_retries` times (default 2), then reported failed. A task finding its
     phase run by a live process (another compare of the same folder) waits for it, then finds the phase finished."""
-    ray = _require("ray", "ray")
+    ray = require_package("ray", "ray")
     layout = layout or PhaseProcesses()
     started_here = not ray.is_initialized()
     if started_here:

@@ -117,9 +117,9 @@ def job_command(words: list[str], layout: PhaseProcesses) -> tuple[list[str], in
     machine of the job)."""
     if layout.machines == 1:
         return layout.command(words), 0
-    import submitit
+    from .launchers import require_package
 
-    environment = submitit.JobEnvironment()
+    environment = require_package("submitit", "submitit").JobEnvironment()
     job_id = int("".join(c for c in str(environment.job_id).split("_")[0] if c.isdigit()) or 0)
     port = 20000 + job_id % 20000
     return layout.command(words, environment.node, environment.hostnames[0], port), environment.node

@@ -17,6 +17,7 @@
 """
 
 import contextlib
+import importlib
 import io
 import json
 import os
@@ -86,10 +87,9 @@ _running: dict = {}  # the phase subprocess of this job (not part of the pickled
 
 def _checkpointable_base():
     try:
-        from submitit.helpers import Checkpointable
+        return importlib.import_module("submitit.helpers").Checkpointable
     except ImportError:  # the module is importable without submitit (tests, --cancel)
         return object
-    return Checkpointable
 
 
 def _block_save_signal() -> None:
@@ -414,8 +414,9 @@ def run_slurm(
     """Submit the phases (at most `parallel` queued or running at once), re-attaching to the jobs of an earlier call
     that are still queued or running; watch them until each ends. Returns {phase id: FINISHED | FAILED | BLOCKED}
     (`PhaseState`); a phase is FINISHED when its job COMPLETED and `phase_status` finds it finished."""
-    import submitit
+    from .launchers import require_package
 
+    submitit = require_package("submitit", "submitit")
     layout = layout or PhaseProcesses()
     world_size = layout.processes
     check_accounting()
