@@ -196,10 +196,7 @@ def run_ray(jobs, on_event: Event, options: dict, layout: PhaseProcesses | None 
     layout = layout or PhaseProcesses()
     started_here = not ray.is_initialized()
     if started_here:
-        address = options.get("address")
-        # A Ray instance started here listens on loopback only: nothing of it is reachable from other machines.
-        local = {} if address else {"_node_ip_address": "127.0.0.1"}
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, **local)
+        ray.init(address=options.get("address"), include_dashboard=False, log_to_driver=False)
     resources = {"num_cpus": options.get("num_cpus", 1), "num_gpus": options.get("num_gpus", 0)}
     retries = int(options.get("max_retries", 2))
     remote = ray.remote(**resources, max_retries=retries, retry_exceptions=[PhaseKilled])(_ray_phase)
