@@ -63,6 +63,10 @@ def cluster():
     ray = Path(sys.executable).with_name("ray")
     command = [str(ray), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port)]
     command += ["--num-cpus", "2", "--include-dashboard", "false", "--disable-usage-stats", "--temp-dir", temp]
+    # Token authentication off for this test cluster and every driver of it: an `auth_token` that an earlier local
+    # `ray.init()` left in ~/.ray would otherwise make the head demand a token that the probe and drivers do not send.
+    previous_auth = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}
     head = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     address = f"127.0.0.1:{port}"
@@ -84,6 +88,10 @@ def cluster():
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
             head.wait()
+        if previous_auth is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = previous_auth
     shutil.rmtree(temp, ignore_errors=True)
 
 
