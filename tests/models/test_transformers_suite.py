@@ -10,7 +10,7 @@ they import), ideally of the installed version:
     SPT_HF_TRANSFORMERS_TESTS=/tmp/hf-tests python -m pytest -m slow tests/models/test_transformers_suite.py
 
 Without it the suite is skipped; the testers themselves are checked by the default suite. The tests that do not apply
-to spt_hf, and why, are listed in docs/transformers-tests.md; they are declared below the way transformers' own model
+to spt_hf, and why, are listed in docs/transformers_tests.md; they are declared below the way transformers' own model
 test files declare theirs (class flags and `_check_*` overrides, no blanket skip list).
 """
 
