@@ -202,3 +202,28 @@ TINY_PHASE = {
     "num_hidden_layers": 1,
     "per_device_eval_batch_size": 64,
 }
+
+
+# Backbones that TINY_CONFIGS does not hold, built through the Auto classes only: encoders with and without a causal
+# mode, attention decoders of other families, recurrent and hybrid decoders.
+OTHER_BACKBONES = {
+    "gpt2": {"n_embd": 32, "n_layer": 2, "n_head": 4},
+    "roberta": {**TINY_BACKBONE, "num_attention_heads": 4, "intermediate_size": 64, "hidden_dropout_prob": 0.0},
+    "electra": {**TINY_BACKBONE, "num_attention_heads": 4, "intermediate_size": 64, "embedding_size": 32},
+    "deberta-v2": {**TINY_BACKBONE, "num_attention_heads": 4, "intermediate_size": 64},
+    "qwen2": {**TINY_BACKBONE, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 64},
+    "opt": {**TINY_BACKBONE, "ffn_dim": 64, "num_attention_heads": 4, "word_embed_proj_dim": 32},
+    "bloom": {"hidden_size": 32, "n_layer": 2, "n_head": 4},
+    "falcon_mamba": {**TINY_BACKBONE, "state_size": 8},
+    "rwkv": {**TINY_BACKBONE, "attention_hidden_size": 32, "intermediate_size": 64, "context_length": 64},
+    "jamba": {
+        **TINY_BACKBONE,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 64,
+        "mamba_d_state": 8,
+        "num_experts": 2,
+        "attn_layer_period": 2,
+        "attn_layer_offset": 1,
+    },
+}

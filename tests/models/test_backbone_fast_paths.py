@@ -7,25 +7,14 @@ import json
 
 import pytest
 import torch
-from helpers import TINY_BACKBONE, make_inputs
+from helpers import OTHER_BACKBONES, TINY_BACKBONE, make_inputs
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, MambaConfig
 
 import spt_hf  # noqa: F401
 
 MAMBA_LIKE = {
     "mamba": {**TINY_BACKBONE, "model_type": "mamba", "state_size": 8},
-    "falcon_mamba": {**TINY_BACKBONE, "model_type": "falcon_mamba", "state_size": 8},
-    "jamba": {
-        **TINY_BACKBONE,
-        "model_type": "jamba",
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "intermediate_size": 64,
-        "mamba_d_state": 8,
-        "num_experts": 2,
-        "attn_layer_period": 2,
-        "attn_layer_offset": 1,
-    },
+    **{name: {**OTHER_BACKBONES[name], "model_type": name} for name in ("falcon_mamba", "jamba")},
 }
 
 
