@@ -10,14 +10,13 @@ import resource
 import time
 
 import pytest
-import torch
 from paper_data import write_task_data
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import TrainerCallback
 
 from spt_hf.cli import main
 from spt_hf.training.arguments import list_recipes, load_recipe
-from spt_hf.training.estimate import CPU_ATTENTION_FLOPS, GIB, estimate_phase
+from spt_hf.training.estimate import CPU_ATTENTION_FLOPS, GIB, SavedActivations, estimate_phase
 
 PAIRS = sorted(
     name.removesuffix("-spt.yaml")
@@ -37,30 +36,24 @@ TOO_LARGE_FOR_CPU = {
 
 
 class StepMeter(TrainerCallback):
-    """FLOPs and saved activation bytes (distinct storages, parameters excluded) of each optimiser step."""
+    """FLOPs and saved activation bytes (distinct storages held when a forward pass ends, parameters excluded) of each
+    optimiser step, counted as the estimate counts them (`SavedActivations`)."""
 
     def __init__(self):
         self.steps: list[tuple[float, float]] = []
 
     def on_step_begin(self, args, state, control, model=None, **kwargs):
-        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-        self.saved: dict[int, int] = {}
-
-        def pack(tensor):
-            storage = tensor.untyped_storage()
-            if storage.data_ptr() not in params:
-                self.saved[storage.data_ptr()] = storage.nbytes()
-            return tensor
-
+        self.saved = SavedActivations(model)
+        self.forward_ends = model.register_forward_hook(lambda *_: self.saved.snapshot())
         self.counter = FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FLOPS)
-        self.hooks = torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor)
         self.counter.__enter__()
-        self.hooks.__enter__()
+        self.saved.__enter__()
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.hooks.__exit__(None, None, None)
+        self.saved.__exit__(None, None, None)
         self.counter.__exit__(None, None, None)
-        self.steps.append((self.counter.get_total_flops(), float(sum(self.saved.values()))))
+        self.forward_ends.remove()
+        self.steps.append((self.counter.get_total_flops(), self.saved.peak_bytes))
 
 
 def run_phase(command: str, recipe_name: str, overrides: dict, meter: StepMeter, monkeypatch) -> float:

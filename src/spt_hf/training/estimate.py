@@ -28,6 +28,7 @@ import dataclasses
 import gc
 import math
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -237,24 +238,51 @@ def count_step(model, collator, spec, length: int, batch_size: int, device: torc
     model.to(device).train()
     examples = synthetic_examples(spec, length, batch_size)
     batch = {key: value.to(device) for key, value in copy.deepcopy(collator)(examples).items()}
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    saved: dict[int, int] = {}
-
-    def pack(tensor: torch.Tensor) -> torch.Tensor:
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() not in params and storage.device.type != "meta":
-            saved[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
     optimizer = torch.optim.AdamW(param_groups(model, 1e-4, 0.0))
     start = time.perf_counter()
-    with FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FLOPS) as counter:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-            loss = model(**batch).loss
+    with (
+        FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FLOPS) as counter,
+        SavedActivations(model) as saved,
+    ):
+        loss = model(**batch).loss
+        saved.snapshot()
         loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return counter.get_total_flops(), float(sum(saved.values())), time.perf_counter() - start
+    return counter.get_total_flops(), saved.peak_bytes, time.perf_counter() - start
+
+
+class SavedActivations:
+    """While entered, records each tensor autograd saves for the backward pass (parameters excluded); `snapshot()`,
+    called when a forward pass ends, keeps the largest total of distinct storages still held by saved tensors as
+    `peak_bytes`. A tensor saved by a part of the graph that the forward pass dropped on the way is freed by then and
+    not counted; keyed by addresses alone, a freed storage's address reused by a later one hid that later one, and the
+    count varied from step to step."""
+
+    def __init__(self, model: torch.nn.Module):
+        self._parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        self._saved: list[tuple[weakref.ref, int, int]] = []
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor)
+        self.peak_bytes = 0.0
+
+    def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in self._parameters and storage.device.type != "meta":
+            self._saved.append((weakref.ref(tensor), storage.data_ptr(), storage.nbytes()))
+        return tensor
+
+    def snapshot(self) -> float:
+        held = {pointer: nbytes for tensor, pointer, nbytes in self._saved if tensor() is not None}
+        self._saved = [entry for entry in self._saved if entry[0]() is not None]
+        self.peak_bytes = max(self.peak_bytes, float(sum(held.values())))
+        return self.peak_bytes
+
+    def __enter__(self) -> "SavedActivations":
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._hooks.__exit__(*exc)
 
 
 def measure_step(model, collator, spec, length: int, device: str | None = None, checkpointing: bool = False):
