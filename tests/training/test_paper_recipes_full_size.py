@@ -44,10 +44,13 @@ class StepMeter(TrainerCallback):
 
     def on_step_begin(self, args, state, control, model=None, **kwargs):
         self.saved = SavedActivations(model)
-        self.forward_ends = model.register_forward_hook(lambda *_: self.saved.snapshot())
+        self.forward_ends = model.register_forward_hook(self.forward_ended)
         self.counter = FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FLOPS)
         self.counter.__enter__()
         self.saved.__enter__()
+
+    def forward_ended(self, *_) -> None:  # returns None: a forward hook's return value replaces the output
+        self.saved.snapshot()
 
     def on_step_end(self, args, state, control, **kwargs):
         self.saved.__exit__(None, None, None)
