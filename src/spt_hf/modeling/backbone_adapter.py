@@ -82,6 +82,13 @@ def length_multiple(backbone_config) -> int:
     return 1
 
 
+# Backbones whose own masks keep packed sequences apart (transformers' `create_causal_mask` reads restarting
+# position_ids when no attention mask is given), run as a one-direction decoder; tests/models/test_backbone.py checks
+# that a packed row equals its sequences run alone for each. Any other backbone refuses packed input: Mamba's scan,
+# BERT's and BigBird's masks and the reversed pass of a bidirectional decoder would let the sequences mix.
+PACKED_SEQUENCE_BACKBONES = frozenset({"llama", "gpt_neox", "qwen2"})
+
+
 class BackboneLayout:
     """What spt_backbone needs to know about one built backbone: the arguments its forward takes, where its layers
     are, whether it keeps a cache and of which kind. Clear errors for a backbone that lacks what is needed."""

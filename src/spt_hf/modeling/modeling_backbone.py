@@ -24,11 +24,16 @@ from transformers.cache_utils import DynamicCache
 from transformers.modeling_outputs import BaseModelOutputWithPast
 from transformers.utils import can_return_tuple
 
-from .backbone_adapter import BackboneLayout, build_backbone_model, load_pretrained_backbone
+from .backbone_adapter import (
+    PACKED_SEQUENCE_BACKBONES,
+    BackboneLayout,
+    build_backbone_model,
+    load_pretrained_backbone,
+)
 from .blocks import SequenceEmbeddings, SequenceNorm
 from .configuration_backbone import WrapperConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
-from .modeling_sequence import SequencePreTrainedModel, validate_inputs
+from .modeling_sequence import SequencePreTrainedModel, refuse_packed_sequences, validate_inputs
 
 
 def reversal_index(padding_mask: torch.Tensor | None, batch: int, length: int, device) -> torch.Tensor:
@@ -205,6 +210,11 @@ class WrapperModel(WrapperPreTrainedModel):
         output_attentions = output_attentions or self.config.output_attentions
         padding_mask = None if current_mask is None else current_mask.to(torch.bool)  # (B, L)
         self._check_padding_side(padding_mask)
+        model_type = self.backbone_model.spt_layout.model_type
+        packs = self.config.is_causal and model_type in PACKED_SEQUENCE_BACKBONES  # one direction, packing masks
+        if position_ids is not None and padding_mask is None and cache is None and not packs:
+            direction = "causal" if self.config.is_causal else "bidirectional"
+            refuse_packed_sequences(position_ids, batch, f"spt_backbone ({model_type}, {direction})")
         embedded = self.embeddings(input_ids, input_values, mask_positions, inputs_embeds=inputs_embeds)  # (B, L, H)
         run = {"capture": output_hidden_states, "attentions": output_attentions}
         mask = self._backbone_mask(attention_mask, length, cache)

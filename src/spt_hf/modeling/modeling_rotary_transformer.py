@@ -24,7 +24,7 @@ from transformers.utils import logging
 from .cache import MixerState
 from .configuration_rotary_transformer import RotaryTransformerConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
-from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
+from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel, refuse_packed_sequences
 
 logger = logging.get_logger(__name__)
 
@@ -50,13 +50,13 @@ class RotaryTransformerRotaryEmbedding(nn.Module):
     def compute_default_rope_parameters(config: RotaryTransformerConfig, *args, **kwargs) -> tuple[torch.Tensor, float]:
         base = config.rope_parameters["rope_theta"]
         dim = config.head_dim
-        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))  # (D/2,)
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))  # (hd/2,)
         return inv_freq, 1.0
 
     @dynamic_rope_update  # rescales the frequencies of the dynamic RoPE types past max_position_embeddings
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        freqs = position_ids[..., None].float() * self.inv_freq.to(x.device)  # (B, L, D/2)
-        emb = torch.cat((freqs, freqs), dim=-1)  # (B, L, D)
+        freqs = position_ids[..., None].float() * self.inv_freq.to(x.device)  # (B, L, hd/2)
+        emb = torch.cat((freqs, freqs), dim=-1)  # (B, L, hd)
         return (emb.cos() * self.attention_scaling).to(x.dtype), (emb.sin() * self.attention_scaling).to(x.dtype)
 
 
@@ -66,8 +66,8 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def apply_rotary_pos_emb(q, k, cos, sin):
-    """q, k: (B, nh, L, D); cos, sin: (B, L, D). Rotates pairs (i, i + D/2) by position-dependent angles."""
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, L, D)
+    """q, k: (B, nh, L, hd); cos, sin: (B, L, hd). Rotates pairs (i, i + hd/2) by position-dependent angles."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, L, hd)
     return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
 
@@ -89,7 +89,7 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling, 
         weights = weights + attention_mask
     weights = F.softmax(weights, dim=-1, dtype=torch.float32).to(query.dtype)
     weights = F.dropout(weights, p=dropout, training=module.training)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights  # (B, Lq, nh, D)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights  # (B, Lq, nh, hd)
 
 
 def local_key_blocks(causal: bool) -> int:
@@ -125,15 +125,15 @@ def local_attention_mask(
 
 
 def to_blocks(x: torch.Tensor, window: int, key_blocks: int) -> torch.Tensor:
-    """(B, nh, L, D) -> (B*nb, nh, w, D) for queries (`key_blocks=1`), or (B*nb, nh, k*w, D) holding blocks
+    """(B, nh, L, hd) -> (B*nb, nh, w, hd) for queries (`key_blocks=1`), or (B*nb, nh, k*w, hd) holding blocks
     (i-1, i, i+1) (`key_blocks=3`) or (i-1, i) (`key_blocks=2`) for keys and values; missing blocks are zeros."""
     batch, heads, length, dim = x.shape
     num_blocks = -(-length // window)
     pad_left = window if key_blocks > 1 else 0
     pad_right = num_blocks * window - length + (window if key_blocks == 3 else 0)
-    x = F.pad(x, (0, 0, pad_left, pad_right))  # (B, nh, L', D)
+    x = F.pad(x, (0, 0, pad_left, pad_right))  # (B, nh, L', hd)
     size = key_blocks * window
-    blocks = x.unfold(2, size, window)  # (B, nh, nb, D, size)
+    blocks = x.unfold(2, size, window)  # (B, nh, nb, hd, size)
     return blocks.permute(0, 2, 1, 4, 3).reshape(batch * num_blocks, heads, size, dim)
 
 
@@ -186,7 +186,7 @@ def dense_local_weights(weights: torch.Tensor, batch: int, length: int, window: 
 
 
 class AttentionState(MixerState):
-    """The keys and values (B, nh, T, D) of the positions an attention layer may still attend to, which of them are
+    """The keys and values (B, nh, T, hd) of the positions an attention layer may still attend to, which of them are
     real (B, T), and the position of the first one. Without a window, positions can be removed again (assisted
     decoding); a window drops old keys, and its cache cannot be rolled back."""
 
@@ -198,11 +198,11 @@ class AttentionState(MixerState):
 
     @property
     def keys(self) -> torch.Tensor:
-        return self.tensors[0]  # (B, nh, T, D), as a transformers cache layer's `keys`
+        return self.tensors[0]  # (B, nh, T, hd), as a transformers cache layer's `keys`
 
     @property
     def values(self) -> torch.Tensor:
-        return self.tensors[1]  # (B, nh, T, D)
+        return self.tensors[1]  # (B, nh, T, hd)
 
     def crop(self, tokens: int) -> None:
         if not self.croppable:
@@ -239,9 +239,9 @@ class RotaryTransformerAttention(nn.Module):
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         batch, length, _ = hidden_states.shape
         shape = (batch, length, self.num_heads, self.head_dim)
-        query = self.q_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, D)
-        key = self.k_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, D)
-        value = self.v_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, D)
+        query = self.q_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, hd)
+        key = self.k_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, hd)
+        value = self.v_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, hd)
         if position_embeddings is not None:
             query, key = apply_rotary_pos_emb(query, key, *position_embeddings)
         interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
@@ -259,7 +259,7 @@ class RotaryTransformerAttention(nn.Module):
         # `is_causal` only tells SDPA how to read a missing mask; local attention always passes its own.
         out, weights = interface(
             self, query, key, value, attention_bias, dropout=dropout, scaling=self.scaling, is_causal=self.is_causal
-        )  # (B[*nb], Lq, nh, D)
+        )  # (B[*nb], Lq, nh, hd)
         out = self.o_proj(out.reshape(batch, -1, self.num_heads * self.head_dim)[:, :length])  # (B, L, H)
         if not output_attentions:
             return out
@@ -268,7 +268,7 @@ class RotaryTransformerAttention(nn.Module):
         return out, weights  # (B, nh, L, L)
 
     def init_state(self, batch_size: int, device, dtype) -> AttentionState:
-        """No keys or values yet: (B, nh, 0, D), and which cached positions are real (B, 0)."""
+        """No keys or values yet: (B, nh, 0, hd), and which cached positions are real (B, 0)."""
         empty = torch.zeros(batch_size, self.num_heads, 0, self.head_dim, device=device, dtype=dtype)
         real = torch.zeros(batch_size, 0, dtype=torch.bool, device=device)
         return AttentionState(empty, empty.clone(), real, self.config.attention_window)
@@ -288,16 +288,16 @@ class RotaryTransformerAttention(nn.Module):
         `output_attentions`, the new state holds the probabilities over its keys (`weights`, (B, nh, 1, T))."""
         batch = hidden_state.shape[0]
         shape = (batch, self.num_heads, 1, self.head_dim)
-        query = self.q_proj(hidden_state).view(batch, self.num_heads, self.head_dim).unsqueeze(2)  # (B, nh, 1, D)
-        key = self.k_proj(hidden_state).view(shape)  # (B, nh, 1, D)
-        value = self.v_proj(hidden_state).view(shape)  # (B, nh, 1, D)
+        query = self.q_proj(hidden_state).view(batch, self.num_heads, self.head_dim).unsqueeze(2)  # (B, nh, 1, hd)
+        key = self.k_proj(hidden_state).view(shape)  # (B, nh, 1, hd)
+        value = self.v_proj(hidden_state).view(shape)  # (B, nh, 1, hd)
         if position_embeddings is not None:
             query, key = apply_rotary_pos_emb(query, key, *position_embeddings)
         keys, values, real = state.tensors
         is_real = torch.ones(batch, 1, dtype=torch.bool, device=hidden_state.device)
         if attention_mask is not None:
             is_real = attention_mask.view(batch, 1).to(torch.bool)
-        keys, values = torch.cat([keys, key], dim=2), torch.cat([values, value], dim=2)  # (B, nh, T, D)
+        keys, values = torch.cat([keys, key], dim=2), torch.cat([values, value], dim=2)  # (B, nh, T, hd)
         real = torch.cat([real, is_real], dim=1)  # (B, T)
         window = self.config.attention_window
         if window is not None:
@@ -309,7 +309,7 @@ class RotaryTransformerAttention(nn.Module):
         weights = torch.matmul(query, keys.transpose(2, 3)) * self.scaling  # (B, nh, 1, T)
         weights = weights.masked_fill(~visible[:, None, None, :], torch.finfo(weights.dtype).min)
         probs = F.softmax(weights.float(), dim=-1).to(values.dtype)  # (B, nh, 1, T)
-        out = torch.matmul(probs, values)  # (B, nh, 1, D)
+        out = torch.matmul(probs, values)  # (B, nh, 1, hd)
         new_state = AttentionState(keys, values, real, window)
         if output_attentions:
             new_state.weights = probs
@@ -381,7 +381,7 @@ class RotaryTransformerModel(SequenceBaseModel, RotaryTransformerPreTrainedModel
         window = self.config.attention_window
         if window is not None and window < length:
             if position_ids is not None and padding_mask is None:
-                self._refuse_packed_sequences(position_ids, batch, "block-local attention (`attention_window`)")
+                refuse_packed_sequences(position_ids, batch, "block-local attention (`attention_window`)")
             visible = local_attention_mask(
                 padding_mask, batch, length, window, self.config.is_causal, hidden_states.device
             )

@@ -162,6 +162,17 @@ def _shape(tensor: torch.Tensor | None) -> str:
     return "None" if tensor is None else str(tuple(tensor.shape))
 
 
+def refuse_packed_sequences(position_ids: torch.Tensor, batch: int, what: str) -> None:
+    """One line when position_ids restart inside a row (several sequences packed in one, as transformers'
+    `DataCollatorWithFlattening` makes them) and `what` would let them see each other."""
+    if torch.compiler.is_compiling() or find_packed_sequence_indices(position_ids.expand(batch, -1)) is None:
+        return
+    raise ValueError(
+        f"position_ids restart inside a row (packed sequences), which {what} cannot keep apart: pass one "
+        "sequence per row with an attention_mask (padding) instead of flattening them."
+    )
+
+
 class SequenceBaseModel:
     """Mixin turning an architecture's PreTrainedModel into its base model (`XModel`).
 
@@ -200,17 +211,6 @@ class SequenceBaseModel:
 
     def _mixer_kwargs(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None, position_ids=None) -> dict:
         return {}
-
-    def _refuse_packed_sequences(self, position_ids: torch.Tensor, batch: int, what: str | None = None) -> None:
-        """One line when position_ids restart inside a row (several sequences packed in one) and the model would
-        let them see each other."""
-        if torch.compiler.is_compiling() or find_packed_sequence_indices(position_ids.expand(batch, -1)) is None:
-            return
-        what = what or f"{type(self).__name__}'s mixers"
-        raise ValueError(
-            f"position_ids restart inside a row (packed sequences), which {what} cannot keep apart: pass one "
-            "sequence per row with an attention_mask (padding) instead of flattening them."
-        )
 
     def _step_kwargs(self, hidden_state: torch.Tensor, position: int) -> dict:
         """Per-position inputs of the mixers' recurrent `step` (e.g. the rotary angles of `position`)."""
@@ -322,7 +322,7 @@ class SequenceBaseModel:
             input_ids, input_values, mask_positions, position_ids=position_ids, inputs_embeds=inputs_embeds
         )  # (B, L, H)
         if position_ids is not None and padding_mask is None and not self.supports_packed_sequences:
-            self._refuse_packed_sequences(position_ids, hidden_states.shape[0])
+            refuse_packed_sequences(position_ids, hidden_states.shape[0], f"{type(self).__name__}'s mixers")
         mixer_kwargs = self._mixer_kwargs(hidden_states, padding_mask, position_ids)
         if output_attentions:
             mixer_kwargs["output_attentions"] = True
