@@ -240,3 +240,7 @@ def test_text_pretrained_scratch_and_spt_runs_are_three_kinds(tmp_path):
         kinds = {(r["architecture"], r["kind"]) for r in csv.DictReader(handle)}
     assert {kind for _, kind in kinds} == {"scratch", "text-pretrained", "spt"}
     assert ("spt_backbone", "text-pretrained") in kinds and ("spt_backbone", "scratch") not in kinds
+    assert "## Architectures × tasks (baseline → SPT + finetune)" in text
+    cells = {row["architecture"]: row for row in parse_table(text, "architecture")}
+    assert cells["spt_backbone"]["digits"] == "**79.0 → 75.0** (text-pretrained baseline)"
+    assert cells["spt_s4"]["digits"] == "61.0 → 70.0"  # a scratch baseline names no kind

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..training.arguments import RECIPES_DIR, SPT_ONLY_KEYS, find_recipe, load_recipe
-from ..training.pipeline import BASELINE_PHASE, baseline_kind, phase_budgets, refuse_ignored_max_steps
+from ..training.pipeline import BASELINE_PHASE, phase_budgets, refuse_ignored_max_steps
+from ..training.results import baseline_kind
 from .processes import PhaseProcesses, phase_processes
 
 BUDGETS = ("equal", "tied")
@@ -335,7 +336,7 @@ def build_plan(spec: CompareSpec) -> Plan:
     for job in jobs:  # every phase's recipe, as that phase will load it, before anything runs
         recipe = job.load_recipe()
         if job.phase == BASELINE_PHASE:
-            job.kind = baseline_kind(recipe)
+            job.kind = baseline_kind(recipe.model_config)
     layout = phase_processes(spec)  # from the launcher's options: one process per device
     launch = Launch(
         spec.launcher,

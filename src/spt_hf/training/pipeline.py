@@ -412,13 +412,6 @@ def refuse_ignored_max_steps(spt_recipe: Recipe, overrides: dict) -> None:
         )
 
 
-def baseline_kind(recipe: Recipe) -> str:
-    """What the baseline phase of `recipe` (finetuning without an SPT checkpoint) starts from: "text-pretrained"
-    when the recipe loads pretrained backbone weights (`backbone_name_or_path`), else "scratch" (random
-    initialisation)."""
-    return "text-pretrained" if recipe.model_config.get("backbone_name_or_path") else "scratch"
-
-
 def with_phase(recipe: Recipe, output_dir: Path, max_steps: int | None, model_name_or_path=...) -> Recipe:
     """A copy of `recipe` for the run folder `output_dir`, with a step budget and (optionally) a starting model."""
     training = recipe.training

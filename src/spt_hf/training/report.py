@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .results import RESULTS_FILE
+from .results import RESULTS_FILE, baseline_kind
 
 # Recipe entries that differ between the runs of one row without making them different experiments.
 NOT_A_VARIANT = ("training.seed", "model.model_name_or_path", "init.weights_sha256", "world_size")
@@ -139,8 +139,7 @@ def run_kind(result: dict) -> str:
     finetuning from another pretrained checkpoint (no SPT fingerprint) is "text-pretrained" too."""
     if result["phase"] == "finetune":
         return "text-pretrained" if (result.get("init") or {}).get("kind") == "pretrained" else "spt"
-    model_config = (result.get("recipe") or {}).get("model_config") or {}
-    return "text-pretrained" if model_config.get("backbone_name_or_path") else "scratch"
+    return baseline_kind((result.get("recipe") or {}).get("model_config") or {})
 
 
 def _summed(result: dict, spt: dict | None, value) -> float | None:
@@ -395,12 +394,14 @@ def _cell_means(rows: list[Row]) -> dict[tuple[str, str], dict[str, float]]:
             if row.side(kind)
         }
         means[(label, row.task)]["_n"] = {kind: len(row.side(kind)) for kind in ("baseline", "spt")}
+        means[(label, row.task)]["_baseline_kind"] = row.baseline_kind
     return means
 
 
 def paper_table(rows: list[Row]) -> str:
-    """Rows architectures, columns tasks and the average: "scratch → SPT + finetune" means, the best per column
-    (after SPT) in bold."""
+    """Rows architectures, columns tasks and the average: "baseline → SPT + finetune" means, the best per column
+    (after SPT) in bold. The baseline is scratch (random initialisation); one that is not says its kind in the cell
+    ("text-pretrained")."""
     means = _cell_means(rows)
     archs = sorted({a for a, _ in means})
     tasks = sorted({t for _, t in means})
@@ -416,6 +417,8 @@ def paper_table(rows: list[Row]) -> str:
             text = " → ".join(f"{cell[k]:.1f}" if k in cell else "—" for k in ("baseline", "spt"))
             if "spt" in cell and best[task] is not None and cell["spt"] == best[task]:
                 text = f"**{text}**"
+            if cell.get("_baseline_kind", "scratch") not in ("scratch", "—"):
+                text = f"{text} ({cell['_baseline_kind']} baseline)"
             cells.append(text)
         complete = {k: v for k, v in averages.items() if len(v) == len(tasks)}
         average = " → ".join(f"{np.mean(complete[k]):.1f}" if k in complete else "—" for k in ("baseline", "spt"))
@@ -636,7 +639,7 @@ def report(
         "model each run selected on validation (accuracy in %, or R²); steps are optimiser steps, SPT steps + "
         "finetuning steps on the SPT side.\n\n"
         f"{markdown_table(rows)}\n\n{SIGNIFICANCE_NOTE}\n{unpaired_notes(rows)}\n\n"
-        f"## Architectures × tasks (scratch → SPT + finetune)\n\n{paper_table(rows)}\n\n"
+        f"## Architectures × tasks (baseline → SPT + finetune)\n\n{paper_table(rows)}\n\n"
         f"## Transformer–SSM gap\n\n{transformer_ssm_gap(rows)}\n"
     )
     if missing_pairs:
