@@ -124,7 +124,7 @@ class ResidualBlock(nn.Module):
     """Pre-norm `x + Dropout(Mixer(Norm(x)))` or post-norm `Norm(x + Dropout(Mixer(x)))` around any mixer.
 
     Padded positions are zeroed before the mixer, so no mixer (convolution or attention) reads padding. A mixer whose
-    update depends on the residual stream itself (MEGA's gate `u ⊙ (h - x)`) sets `reads_residual = True` and is
+    update depends on the residual stream itself (MEGA's gate `u ⊙ (H - x)`) sets `reads_residual = True` and is
     also given `residual=x`, the block input before the norm.
     """
 

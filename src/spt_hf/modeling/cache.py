@@ -56,7 +56,7 @@ class SequenceCacheLayer:
 
     @property
     def keys(self) -> Tensor:
-        """The keys (B, nh, T, D) of the layer's attention, as transformers' attention cache layers hold them; an
+        """The keys (B, nh, T, hd) of the layer's attention, as transformers' attention cache layers hold them; an
         AttributeError for a layer whose mixer keeps a recurrent state instead."""
         return self._attention_state().keys
 

@@ -23,7 +23,7 @@ class DLRKernel(nn.Module):
     """The DLR kernel (nd, H, L), nd = 2 directions when bidirectional (else 1).
 
     exp(λ l) with l = i·c + j is the product exp(λ i c) exp(λ j) (blocked powers): the contraction over n is one
-    real GEMM (⌈L/c⌉·C·H, 2N) x (2N, c) against a small (N, c) table; no (N, L) exp table and no transcendental per
+    real GEMM (⌈L/c⌉·nd·H, 2N) x (2N, c) against a small (N, c) table; no (N, L) exp table and no transcendental per
     (n, l). Initialisation (official code): Δ_n ~ logU(time_step_min, time_step_max), a_n = √(Δ_n / 2),
     b_n = 2πn/N, Re and Im of W ~ N(0, 1)/N.
     """
@@ -66,14 +66,14 @@ class DLRKernel(nn.Module):
     def forward(self, length: int) -> Tensor:
         """The kernel (nd, H, length)."""
         dtype = compute_dtype(self.W)
-        # block c ≈ √(L·C·H) balances the (L/c)·C·H·N products of `left` against the N·c of the `fine` table
+        # block c ≈ √(L·nd·H) balances the (L/c)·nd·H·N products of `left` against the N·c of the `fine` table
         block = max(1, math.isqrt(length * self.channels * self.hidden_size))
         coarse, fine, block = blocked_powers(self.eigenvalues(dtype), length, block)  # (N, I), (N, c)
-        weights = as_complex(self.W.to(dtype)).flatten(0, 1)  # (C·H, N)
-        left = weights.unsqueeze(0) * coarse.T.contiguous().unsqueeze(1)  # (I, C·H, N): W exp(λ i c)
+        weights = as_complex(self.W.to(dtype)).flatten(0, 1)  # (nd·H, N)
+        left = weights.unsqueeze(0) * coarse.T.contiguous().unsqueeze(1)  # (I, nd·H, N): W exp(λ i c)
         # Re(left @ fine) with (re, im) interleaved along n: [Re x, Im x] · [Re f, -Im f]
         right = torch.stack([fine.real, -fine.imag], 1).flatten(0, 1)  # (2N, c)
-        kernel = torch.view_as_real(left).flatten(2).flatten(0, 1) @ right  # (I·C·H, c)
+        kernel = torch.view_as_real(left).flatten(2).flatten(0, 1) @ right  # (I·nd·H, c)
         kernel = kernel.view(-1, self.channels, self.hidden_size, block).permute(1, 2, 0, 3)  # (nd, H, I, c)
         return kernel.reshape(self.channels, self.hidden_size, -1)[..., :length]  # (nd, H, L)
 

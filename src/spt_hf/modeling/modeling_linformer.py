@@ -101,17 +101,17 @@ class LinformerAttention(nn.Module):
             )
         shape = (batch, length, self.num_heads, self.head_dim)
         after = self.config.bias_after_projection  # the key and value biases are added to the projected sequence
-        query = self.q_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, D)
+        query = self.q_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, hd)
         key = F.linear(hidden_states, self.k_proj.weight, None if after else self.k_proj.bias)
         value = F.linear(hidden_states, self.v_proj.weight, None if after else self.v_proj.bias)
-        key, value = key.view(shape).transpose(1, 2), value.view(shape).transpose(1, 2)  # (B, nh, L, D)
+        key, value = key.view(shape).transpose(1, 2), value.view(shape).transpose(1, 2)  # (B, nh, L, hd)
         if position_embeddings is not None:
             query, key = apply_rotary_pos_emb(query, key, *position_embeddings)
         if attention_mask is not None:  # padded keys and values (biases, rotations) must not enter the projection
             real = attention_mask[:, None, :, None].to(key.dtype)  # (B, 1, L, 1)
             key, value = key * real, value * real
         key_proj, value_proj = (p[..., :length].to(key.dtype) for p in self.projections(shared_projection))
-        key, value = key_proj @ key, value_proj @ value  # (k, L) or (nh, k, L) @ (B, nh, L, D) -> (B, nh, k, D)
+        key, value = key_proj @ key, value_proj @ value  # (k, L) or (nh, k, L) @ (B, nh, L, hd) -> (B, nh, k, hd)
         if after:  # + 1 bᵀ on each of the k projected positions
             heads = (self.num_heads, 1, self.head_dim)
             key = key + self.k_proj.bias.view(heads).to(key.dtype)

@@ -1,7 +1,8 @@
 """MEGA (Ma et al., ICLR 2023): moving-average equipped gated attention, as an spt_hf architecture.
 
 Each layer is two residual blocks of the shared model: the MEGA sub-layer, then MEGA's normalised feed-forward network.
-The MEGA sub-layer on the block input x (D features; X = Norm(x) with pre-norm, X = x with post-norm):
+The MEGA sub-layer on the block input x (B, L, H) (X = Norm(x) with pre-norm, X = x with post-norm; in the formulas
+H is MEGA's candidate output, as in the paper):
 
     X' = SiLU(EMA(X))                         multi-dimensional damped EMA, by FFT convolution (ssm.fft_conv)
     V = SiLU(X W_v),  [u, z, r, h_x] from X': u = σ(.), z, r = SiLU(.)
@@ -144,7 +145,7 @@ class MegaMixer(nn.Module):
         dim, z, e = config.hidden_size, config.shared_representation_size, config.intermediate_size
         self.ema = MegaEMA(config)
         self.v_proj = nn.Linear(dim, e)
-        self.mx_proj = nn.Linear(dim, z + e + 2 * dim)  # -> u (D), z (z), r (E), h_x (D)
+        self.mx_proj = nn.Linear(dim, z + e + 2 * dim)  # -> u (H), z (z), r (E), h_x (H)
         self.h_proj = nn.Linear(e, dim)
         self.qk_weight = nn.Parameter(torch.empty(2, z))  # κ_q, κ_k
         self.qk_bias = nn.Parameter(torch.empty(2, z))  # μ_q, μ_k
@@ -162,7 +163,7 @@ class MegaMixer(nn.Module):
         init.normal_(self.rel_pos_bias, std=std)
 
     def _project(self, x: Tensor) -> tuple[Tensor, ...]:
-        """u (gate), z (shared), r (reset), h_x from the EMA output x' (..., D)."""
+        """u (gate), z (shared), r (reset), h_x from the EMA output x' (..., H)."""
         cfg = self.config
         u, zr, hx = self.mx_proj(x).split(
             [cfg.hidden_size, cfg.shared_representation_size + cfg.intermediate_size, cfg.hidden_size], dim=-1

@@ -1,7 +1,7 @@
 """Performer (Choromanski et al., ICLR 2021) as an spt_hf architecture: the spt_hf Transformer with FAVOR+ attention.
 
-FAVOR+ estimates softmax attention with positive random features: for q' = q d^-1/4, k' = k d^-1/4 and rows w_i of
-an orthogonal Gaussian matrix W (m, d),
+FAVOR+ estimates softmax attention with positive random features: for the head size d (hd in shapes), q' = q d^-1/4,
+k' = k d^-1/4 and rows w_i of an orthogonal Gaussian matrix W (m, hd),
 
     exp(q·k / √d) = E_w[φ(q) φ(k)],   φ(x)_i = exp(w_i·x' - |x'|²/2) / √m,
     Attention(Q, K, V) ≈ D⁻¹ φ(Q) (φ(K)ᵀ V),   D = diag(φ(Q) (φ(K)ᵀ 1)),
@@ -39,14 +39,14 @@ CAUSAL_BLOCK = 64  # positions per block of the causal prefix sums: (L/64) m d r
 
 
 def orthogonal_random_features(num_features: int, dim: int, seed: int) -> Tensor:
-    """W (m, d), float64: stacked blocks of d orthonormal rows (Q of Gaussian matrices, Haar by the sign of diag(R)),
+    """W (m, hd), float64: stacked blocks of d orthonormal rows (Q of Gaussian matrices, Haar by the sign of diag(R)),
     each row rescaled to the length of an independent Gaussian vector, so every row is marginally N(0, I_d)."""
     generator = torch.Generator(device="cpu").manual_seed(seed)
     blocks = []
     for _ in range(-(-num_features // dim)):
         q, r = torch.linalg.qr(torch.randn(dim, dim, generator=generator, dtype=torch.float64))
         blocks.append((q * torch.sign(torch.diagonal(r))).T)  # rows orthonormal
-    rows = torch.cat(blocks)[:num_features]  # (m, d)
+    rows = torch.cat(blocks)[:num_features]  # (m, hd)
     lengths = torch.randn(num_features, dim, generator=generator, dtype=torch.float64).norm(dim=1)  # chi(d)
     return rows * lengths.unsqueeze(1)
 
@@ -57,7 +57,7 @@ def draw_seed(seed: int, draw: int) -> int:
 
 
 def positive_features(x: Tensor, projection: Tensor, is_query: bool, real: Tensor | None = None) -> Tensor:
-    """φ(x) (B, nh, L, m) for x (B, nh, L, d) and W (m, d), stabilised as the module docstring says; padded positions
+    """φ(x) (B, nh, L, m) for x (B, nh, L, hd) and W (m, hd), stabilised as the module docstring says; padded positions
     of keys (`real` (B, 1, L, 1) False) get φ = 0."""
     x = x * x.shape[-1] ** -0.25
     exponent = x @ projection.T - x.square().sum(-1, keepdim=True) / 2  # (B, nh, L, m)
@@ -81,8 +81,8 @@ def positive(normaliser: Tensor) -> Tensor:
 
 
 def favor_attention(q_features: Tensor, k_features: Tensor, value: Tensor) -> Tensor:
-    """Bidirectional D⁻¹ φ(Q) (φ(K)ᵀ V): (B, nh, L, m), (B, nh, L, m), (B, nh, L, d) -> (B, nh, L, d)."""
-    context = k_features.transpose(-1, -2) @ value  # (B, nh, m, d)
+    """Bidirectional D⁻¹ φ(Q) (φ(K)ᵀ V): (B, nh, L, m), (B, nh, L, m), (B, nh, L, hd) -> (B, nh, L, hd)."""
+    context = k_features.transpose(-1, -2) @ value  # (B, nh, m, hd)
     normaliser = q_features @ k_features.sum(-2).unsqueeze(-1)  # (B, nh, L, 1)
     return (q_features @ context) / positive(normaliser)
 
@@ -100,9 +100,9 @@ def causal_favor_attention(q_features: Tensor, k_features: Tensor, value: Tensor
 
     q, k, v = blocks(q_features), blocks(k_features), blocks(value)
     local = (q @ k.transpose(-1, -2)).tril()  # (B, nh, n, c, c): s <= t inside the block
-    sums = F.pad((k.transpose(-1, -2) @ v).cumsum(2), (0, 0, 0, 0, 1, 0))[:, :, :num]  # (B, nh, n, m, d) before
+    sums = F.pad((k.transpose(-1, -2) @ v).cumsum(2), (0, 0, 0, 0, 1, 0))[:, :, :num]  # (B, nh, n, m, hd) before
     totals = F.pad(k.sum(-2).cumsum(2), (0, 0, 1, 0))[:, :, :num].unsqueeze(-1)  # (B, nh, n, m, 1) before
-    numerator = local @ v + q @ sums  # (B, nh, n, c, d)
+    numerator = local @ v + q @ sums  # (B, nh, n, c, hd)
     normaliser = local.sum(-1, keepdim=True) + q @ totals  # (B, nh, n, c, 1)
     out = numerator / positive(normaliser)
     return out.reshape(batch, heads, num * block, -1)[:, :, :length]
@@ -118,14 +118,14 @@ def implied_attention(q_features: Tensor, k_features: Tensor, causal: bool) -> T
 
 
 class PerformerState(MixerState):
-    """Running sums Σ φ(k) vᵀ (B, nh, m, d) and Σ φ(k) (B, nh, m) of a causal Performer layer. They hold no history,
+    """Running sums Σ φ(k) vᵀ (B, nh, m, hd) and Σ φ(k) (B, nh, m) of a causal Performer layer. They hold no history,
     so positions cannot be removed again."""
 
 
 class PerformerAttention(nn.Module):
     """Multi-head FAVOR+ attention with Q/K/V/O biases (rotary positions on q, k when configured).
 
-    Buffers (saved with the checkpoint): `projection` W (m, d), and `feature_seed`, this layer's seed for redraws.
+    Buffers (saved with the checkpoint): `projection` W (m, hd), and `feature_seed`, this layer's seed for redraws.
     """
 
     def __init__(self, config: PerformerConfig, layer_idx: int):
@@ -149,7 +149,7 @@ class PerformerAttention(nn.Module):
         init.copy_(self.projection, self.draw(0))
 
     def draw(self, index: int) -> Tensor:
-        """Draw number `index` of this layer's W (m, d): a pure function of the saved seed and `index`."""
+        """Draw number `index` of this layer's W (m, hd): a pure function of the saved seed and `index`."""
         seed = draw_seed(int(self.feature_seed), index)
         features = orthogonal_random_features(self.projection.shape[0], self.head_dim, seed)
         return features.to(device=self.projection.device, dtype=self.projection.dtype)
@@ -161,9 +161,9 @@ class PerformerAttention(nn.Module):
     def _qkv(self, hidden_states: Tensor, position_embeddings) -> tuple[Tensor, Tensor, Tensor]:
         batch, length, _ = hidden_states.shape
         shape = (batch, length, self.num_heads, self.head_dim)
-        query = self.q_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, d)
-        key = self.k_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, d)
-        value = self.v_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, d)
+        query = self.q_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, hd)
+        key = self.k_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, hd)
+        value = self.v_proj(hidden_states).view(shape).transpose(1, 2)  # (B, nh, L, hd)
         if position_embeddings is not None:
             query, key = apply_rotary_pos_emb(query, key, *position_embeddings)
         return query, key, value
@@ -190,7 +190,7 @@ class PerformerAttention(nn.Module):
         with torch.autocast(device_type=hidden_states.device.type, enabled=False):
             q_features, k_features = self._features(query, key, None if real is None else real.to(query.dtype))
             attend = causal_favor_attention if self.is_causal else favor_attention
-            out = attend(q_features, k_features, value.to(q_features.dtype))  # (B, nh, L, d)
+            out = attend(q_features, k_features, value.to(q_features.dtype))  # (B, nh, L, hd)
         out = out.to(hidden_states.dtype).transpose(1, 2).reshape(batch, length, -1)
         out = self.o_proj(out)  # (B, L, H)
         if not output_attentions:
@@ -213,12 +213,12 @@ class PerformerAttention(nn.Module):
     ) -> tuple[Tensor, PerformerState]:
         """One position (B, H): add φ(k) vᵀ and φ(k) to the sums, then read them with φ(q); equals `forward`."""
         sums, totals = state.tensors
-        query, key, value = self._qkv(hidden_state.unsqueeze(1), position_embeddings)  # (B, nh, 1, d)
+        query, key, value = self._qkv(hidden_state.unsqueeze(1), position_embeddings)  # (B, nh, 1, hd)
         real = None if attention_mask is None else attention_mask.view(-1, 1, 1, 1).to(sums.dtype)
         q_features, k_features = self._features(query.to(sums.dtype), key.to(sums.dtype), real)  # (B, nh, 1, m)
-        sums = sums + k_features.transpose(-1, -2) @ value.to(sums.dtype)  # (B, nh, m, d)
+        sums = sums + k_features.transpose(-1, -2) @ value.to(sums.dtype)  # (B, nh, m, hd)
         totals = totals + k_features.squeeze(2)  # (B, nh, m)
-        out = (q_features @ sums) / positive(q_features @ totals.unsqueeze(-1))  # (B, nh, 1, d)
+        out = (q_features @ sums) / positive(q_features @ totals.unsqueeze(-1))  # (B, nh, 1, hd)
         out = self.o_proj(out.to(hidden_state.dtype).reshape(hidden_state.shape[0], -1))  # (B, H)
         return out, PerformerState(sums, totals)
 

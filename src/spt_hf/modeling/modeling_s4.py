@@ -182,7 +182,7 @@ class S4KernelNPLR(S4KernelBase):
         return transition, dt.to(A.dtype)[:, None] * torch.linalg.solve(backward, B.unsqueeze(-1)).squeeze(-1)
 
     def _c_tilde(self, length: int, dtype: torch.dtype) -> tuple[Tensor, int]:
-        """C̃ (C, H, N/2) for the grid length L' >= length: L' = max_length, doubled while shorter than length."""
+        """C̃ (nd, H, N/2) for the grid length L' >= length: L' = max_length, doubled while shorter than length."""
         c_tilde, grid = as_complex(self.C.to(dtype)), self.max_length
         if length <= grid:
             return c_tilde, grid
@@ -199,11 +199,11 @@ class S4KernelNPLR(S4KernelBase):
         dtype = compute_dtype(self.log_dt)
         dt, lam, B = self._ssm(dtype)  # (H,), (H, N/2), (H, N/2)
         P = self._tile(as_complex(self.P.to(dtype)))  # (H, N/2)
-        c_tilde, grid = self._c_tilde(length, dtype)  # (C, H, N/2)
+        c_tilde, grid = self._c_tilde(length, dtype)  # (nd, H, N/2)
         mu = lam * (dt / 2).unsqueeze(-1)  # (H, N/2)  μ = Δλ/2
-        v = torch.stack([a * b for a in (*c_tilde, P.conj()) for b in (B, P)])  # (2C+2, H, N/2) numerators a·b
+        v = torch.stack([a * b for a in (*c_tilde, P.conj()) for b in (B, P)])  # (M = 2·nd + 2, H, N/2) numerators a·b
         coef = torch.cat([-2 * (v * mu.conj()).real, 2 * v.real]).transpose(0, 1).contiguous()  # (H, 2M, N/2) [α; β]
-        sums = paired_cauchy(coef, mu, grid)  # 2C+2 sums (Re, Im) (H, F), ordered as v
+        sums = paired_cauchy(coef, mu, grid)  # M sums (Re, Im) (H, F), ordered as v
         spectrum = woodbury_spectrum(sums, dt, grid)  # (nd, H, F) K̂ at the roots of unity
         return torch.fft.irfft(spectrum, n=grid)[..., :length]  # (nd, H, L)
 
@@ -269,12 +269,12 @@ class S4KernelDiag(S4KernelBase):
     def forward(self, length: int) -> Tensor:
         """The kernel (nd, H, length)."""
         mu, _, input_vec = self.discretize(compute_dtype(self.log_dt))  # (H, N/2)
-        weights = as_complex(self.C.to(input_vec.real.dtype)) * input_vec  # (C, H, N/2)  C B̄
+        weights = as_complex(self.C.to(input_vec.real.dtype)) * input_vec  # (nd, H, N/2)  C B̄
         log_transition = torch.log(1 + mu) - torch.log(1 - mu)  # log Ā (H, N/2)
         coarse, fine, _ = blocked_powers(log_transition, length)  # (H, N/2, I) Ā^(ic), (H, N/2, c) Ā^j
-        left = (weights.unsqueeze(-1) * coarse).permute(1, 0, 3, 2).flatten(1, 2)  # (H, C·I, N/2)
+        left = (weights.unsqueeze(-1) * coarse).permute(1, 0, 3, 2).flatten(1, 2)  # (H, nd·I, N/2)
         # 2 Re(left @ fine) = 2 [Re left, Im left] @ [Re fine; -Im fine]: one real batched matmul
-        real = torch.bmm(torch.cat([left.real, left.imag], -1), torch.cat([fine.real, -fine.imag], 1))  # (H, C·I, c)
+        real = torch.bmm(torch.cat([left.real, left.imag], -1), torch.cat([fine.real, -fine.imag], 1))  # (H, nd·I, c)
         kernel = 2 * real.view(self.hidden_size, self.channels, -1)[..., :length]  # (H, nd, L)
         return kernel.transpose(0, 1)  # (nd, H, L)
 
