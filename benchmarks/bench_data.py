@@ -7,7 +7,7 @@ example), written from the same examples in the same run: its size on disk, its 
 that both give bit-identical batches.
 
     python benchmarks/bench_data.py                                      # fashion_mnist (Image-sized, L = 1024)
-    python benchmarks/bench_data.py --tasks pathx --data-dir pathx=data/pathx   # generated PathX (L = 16384)
+    python benchmarks/bench_data.py --tasks pathx --data_dir pathx=data/pathx   # generated PathX (L = 16384)
 """
 
 import argparse
@@ -119,7 +119,9 @@ def bench_task(task: str, data_dir: str, batches: int, root: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", default=["fashion_mnist"])
-    parser.add_argument("--data-dir", nargs="*", default=[], help="TASK=FOLDER pairs (generated PathX, ...)")
+    parser.add_argument(
+        "--data_dir", "--data-dir", nargs="*", default=[], help="TASK=FOLDER pairs (generated PathX, ...)"
+    )
     parser.add_argument("--batches", type=int, default=50, help="batches of 32 collated per measurement")
     args = parser.parse_args()
     folders = dict(item.split("=", 1) for item in args.data_dir)

@@ -2,7 +2,7 @@
 
 For each recipe: the estimate of its phase (`spt_hf.training.estimate`, measured at batch 1 on this device), then
 `--steps` real training steps of the same model at `--batch` (default: the recipe's per-device batch, or the largest
-that the estimate says fits `--device-memory-gb`), with the peak memory (CUDA: `torch.cuda.max_memory_allocated`;
+that the estimate says fits `--device_memory_gb`), with the peak memory (CUDA: `torch.cuda.max_memory_allocated`;
 CPU: the growth of the process's peak RSS) and the FLOPs counted over the last step. Prints one JSON line per
 recipe and a Markdown table of measured / estimated.
 
@@ -81,8 +81,8 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--batch", type=int, help="per-device batch of the real steps (default: the recipe's)")
     parser.add_argument("--steps", type=int, default=2)
-    parser.add_argument("--device-memory-gb", type=float, default=80.0)
-    parser.add_argument("--max-measure-length", type=int, default=default_measure_length())
+    parser.add_argument("--device_memory_gb", "--device-memory-gb", type=float, default=80.0)
+    parser.add_argument("--max_measure_length", "--max-measure-length", type=int, default=default_measure_length())
     args = parser.parse_args()
     device = torch.device(args.device)
     rows = []

@@ -12,7 +12,7 @@ CPU lower bound is not reported.
 
     python benchmarks/bench_layers.py --quick
     python benchmarks/bench_layers.py --layers s4 s4d --d 128 --L 1024 4096 16384 --steps 5
-    python benchmarks/bench_layers.py --device cuda --dtype bf16 --d 128 256 --no-memory
+    python benchmarks/bench_layers.py --device cuda --dtype bf16 --d 128 256 --no_memory
 """
 
 import argparse
@@ -372,10 +372,16 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=5, help="timed (ours, reference) pairs")
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--no-memory", dest="memory", action="store_false", help="skip the peak-RSS subprocesses")
+    parser.add_argument(
+        "--no_memory", "--no-memory", dest="memory", action="store_false", help="skip the peak-RSS subprocesses"
+    )
     parser.add_argument("--quick", action="store_true", help="d=128, L=1024, 3 pairs, no memory probes")
     parser.add_argument(
-        "--wait-quiet", type=float, default=0.0, help="wait up to this many seconds for other processes to go quiet"
+        "--wait_quiet",
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        help="wait up to this many seconds for other processes to go quiet",
     )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
     parser.add_argument("--dtype", default="fp32", choices=list(DTYPES), help="bf16 = autocast (kernels stay fp32)")

@@ -179,7 +179,7 @@ def interleaved(steps: dict, repeats: int, warmup: int = 2) -> dict[str, list[fl
 
 def peak_memory_gib(args: list[str]) -> float | None:
     """Peak RSS of one configuration in a fresh process (CPU), or peak CUDA memory when run on a GPU."""
-    command = [sys.executable, __file__, "--memory-probe", *args]
+    command = [sys.executable, __file__, "--memory_probe", *args]
     result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     lines = [line for line in result.stdout.splitlines() if line.startswith("PEAK ")]
     return float(lines[-1].split()[1]) if lines else None
@@ -242,9 +242,14 @@ def main() -> None:
     parser.add_argument("--layers", nargs="+", type=int, default=[2, 6])
     parser.add_argument("--window", nargs="+", type=int, default=[512], help="block-local attention block size(s)")
     parser.add_argument(
-        "--local-from", type=int, default=8192, help="above this length the Transformer uses block-local attention"
+        "--local_from",
+        "--local-from",
+        type=int,
+        default=8192,
+        help="above this length the Transformer uses block-local attention",
     )
     parser.add_argument(
+        "--full_attention_max_layers",
         "--full-attention-max-layers",
         type=int,
         default=2,
@@ -257,9 +262,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="intra-op CPU threads")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", default="fp32", choices=list(DTYPES))
-    parser.add_argument("--no-memory", action="store_true", help="skip the per-configuration memory processes")
+    parser.add_argument(
+        "--no_memory", "--no-memory", action="store_true", help="skip the per-configuration memory processes"
+    )
     parser.add_argument("--quick", action="store_true", help="d=128, L=1024 and 4096, 2 layers, 3 repeats")
-    parser.add_argument("--memory-probe", nargs=7, help=argparse.SUPPRESS)
+    parser.add_argument("--memory_probe", "--memory-probe", nargs=7, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_probe:
         memory_probe(args.memory_probe)
@@ -335,7 +342,7 @@ def print_scan_table(rows: list[dict]) -> None:
 
 def bench_one_shape(args, d: int, length: int, layers: int, device, dtype) -> list[dict]:
     """One JSON line per model at this shape. The Transformer is timed against Llama (causal, both) up to
-    --local-from, and as block-local attention (each --window) against full SDPA attention (bidirectional) above."""
+    --local_from, and as block-local attention (each --window) against full SDPA attention (bidirectional) above."""
     rows, tokens = [], args.batch * length
     shape = {"d": d, "L": length, "layers": layers, "B": args.batch, "device": args.device, "dtype": args.dtype}
 

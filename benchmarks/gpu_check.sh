@@ -48,9 +48,9 @@ PY
 for dtype in fp32 bf16; do
   echo "== layers, $dtype =="
   timeout 150 $PY benchmarks/bench_layers.py --device cuda --dtype $dtype --d 128 256 --L 1024 4096 16384 \
-    --steps 3 --no-memory 2>&1 | tail -16
+    --steps 3 --no_memory 2>&1 | tail -16
   echo "== models, $dtype =="
-  memory=$([ "$dtype" = bf16 ] && echo --no-memory)
+  memory=$([ "$dtype" = bf16 ] && echo --no_memory)
   timeout 150 $PY benchmarks/bench_models.py --device cuda --dtype $dtype --d 128 --lengths 1024 4096 16384 \
     --layers 2 --window 512 1024 --repeats 3 $memory 2>&1 | tail -12
 done

@@ -458,6 +458,10 @@ def argument_parser(command: str = "spt") -> HfArgumentParser:
         "cpu/digits-transformer-spt.yaml (`spt-hf recipes` lists them)",
     )
     if command == "run":
-        parser.add_argument("--finetune-config", metavar="RECIPE.yaml", help="default: <name>-finetune.yaml")
-        parser.add_argument("--with-scratch", action="store_true", help="also train the scratch baseline")
+        from ..cli import spellings  # the CLI's option names: underscored, then the hyphenated alias
+
+        parser.add_argument(
+            *spellings("--finetune_config"), metavar="RECIPE.yaml", help="default: <name>-finetune.yaml"
+        )
+        parser.add_argument(*spellings("--with_scratch"), action="store_true", help="also train the scratch baseline")
     return parser
