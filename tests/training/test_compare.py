@@ -114,28 +114,47 @@ def test_the_yaml_form_and_a_dry_run_print_the_plan_and_run_nothing(tmp_path, ca
     assert not (tmp_path / "cmp").exists()
 
 
-def test_the_graph_runs_a_phase_after_its_dependency_and_blocks_it_when_that_one_failed(tmp_path):
+def test_the_graph_runs_a_phase_after_its_dependency_and_blocks_it_when_that_one_failed(tmp_path, monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
-    from spt_hf.compare.launchers import run_graph
+    from spt_hf.compare import launchers
     from spt_hf.compare.plan import PhaseJob
 
     def job(name, depends_on=None):
-        return PhaseJob(name, "spt", "t", "a", "full", 0, Path("r.yaml"), {}, tmp_path, "", depends_on)
+        return PhaseJob(name, "spt", "t", "a", "full", 0, Path("r.yaml"), {}, tmp_path / name, "", depends_on)
 
+    # d/spt exits 0 without a finished phase in its folder (the folder decides, as the phase itself would)
+    asked = []
+    monkeypatch.setattr(launchers, "phase_finished", lambda j, world_size: asked.append(world_size) or j.id != "d/spt")
     order, events, exits = [], [], {"a/spt": 0, "b/spt": 3}
     jobs = [job("a/spt"), job("a/ft", "a/spt"), job("b/spt"), job("b/ft", "b/spt"), job("c/ft", "c/spt")]
+    jobs += [job("d/spt"), job("d/ft", "d/spt")]
     with ThreadPoolExecutor(2) as pool:
-        states = run_graph(
+        states = launchers.run_graph(
             jobs,
             lambda j: pool.submit(lambda: order.append(j.id) or exits.get(j.id, 0)),
             2,
-            lambda j, state, detail: events.append((j.id, state)),
+            lambda j, state, detail: events.append((j.id, state, detail)),
+            world_size=2,
         )
     # c/spt finished in an earlier run (it is not in the plan), so c/ft runs at once
-    assert states == {"a/spt": "finished", "a/ft": "finished", "b/spt": "failed", "b/ft": "blocked", "c/ft": "finished"}
-    assert order.index("a/spt") < order.index("a/ft") and "b/ft" not in order
-    assert ("b/ft", "blocked") in events and len(events) == 4 + 5  # a "running" per started job, one end per job
+    assert states == {
+        "a/spt": "finished",
+        "a/ft": "finished",
+        "b/spt": "failed",
+        "b/ft": "blocked",
+        "c/ft": "finished",
+        "d/spt": "failed",
+        "d/ft": "blocked",
+    }
+    assert order.index("a/spt") < order.index("a/ft") and "b/ft" not in order and "d/ft" not in order
+    assert ("b/ft", "blocked", "b/spt did not finish") in events
+    assert len(events) == 5 + 7  # a "running" per started job, one end per job
+    assert any(
+        j == "d/spt" and "exit status 0, but" in detail and "holds no finished phase" in detail
+        for j, _, detail in events
+    )
+    assert set(asked) == {2}  # the launcher's processes per phase, which the fingerprint records
 
 
 @pytest.mark.slow

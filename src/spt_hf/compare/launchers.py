@@ -8,8 +8,6 @@ they happen.
 
 import contextlib
 import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -18,39 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..training.run_folder import PhaseState
-from .processes import PhaseProcesses, run_in_job
+from .processes import PhaseProcesses, execute_phase, require_package, run_in_job
+from .state import phase_finished
 
 if TYPE_CHECKING:  # (the later stages read the plan; they do not call back into it)
     from .plan import PhaseJob
 
 Event = Callable[["PhaseJob", str, str], None]
-
-
-def execute_phase(command: list[str], log: str, environment: dict | None = None, cwd: str | None = None) -> int:
-    """Run one phase's command, its output into `log`; the exit status. (Also what submitit and Ray run.)"""
-    Path(log).parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "TQDM_DISABLE": "1", **(environment or {})}
-    with open(log, "a") as handle:
-        handle.write(f"$ {' '.join(command)}\n")
-        handle.flush()
-        return subprocess.run(
-            command, stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=cwd, preexec_fn=_end_with_parent()
-        ).returncode
-
-
-def _end_with_parent() -> Callable[[], None] | None:
-    """On Linux, a function that makes the phase's process receive SIGTERM when the process that started it dies
-    (a killed Ray worker or submitit task), so that no orphaned phase keeps the phase folder's lock."""
-    import ctypes
-    import ctypes.util
-    import signal
-
-    if not sys.platform.startswith("linux"):
-        return None
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    set_parent_death_signal = 1  # PR_SET_PDEATHSIG
-
-    return lambda: libc.prctl(set_parent_death_signal, signal.SIGTERM)
 
 
 def _ready(job: "PhaseJob", finished: dict[str, str], planned: set[str]) -> str | None:
@@ -63,9 +35,12 @@ def _ready(job: "PhaseJob", finished: dict[str, str], planned: set[str]) -> str 
     return None
 
 
-def run_graph(jobs: list["PhaseJob"], start: Callable[["PhaseJob"], Future], parallel: int, on_event: Event) -> dict:
+def run_graph(
+    jobs: list["PhaseJob"], start: Callable[["PhaseJob"], Future], parallel: int, on_event: Event, world_size: int
+) -> dict:
     """Start each job once its dependency succeeded (at most `parallel` at once); `start` returns a future of the
-    exit status. Returns {job id: FINISHED | FAILED | BLOCKED}."""
+    exit status. Returns {job id: FINISHED | FAILED | BLOCKED}: FINISHED when the phase exited 0 and its folder
+    holds the finished phase (`outcome`)."""
     pending, running, finished = list(jobs), {}, {}
     planned = {job.id for job in jobs}
     while pending or running:
@@ -90,11 +65,20 @@ def run_graph(jobs: list["PhaseJob"], start: Callable[["PhaseJob"], Future], par
                 status = future.result()
             except Exception as error:  # a job that could not even run
                 status, detail = 1, f"{type(error).__name__}: {error}"
+                finished[job.id] = PhaseState.FAILED
             else:
-                detail = "" if status == 0 else f"exit status {status}; see {job.log}"
-            finished[job.id] = PhaseState.FINISHED if status == 0 else PhaseState.FAILED
+                finished[job.id], detail = outcome(job, status, world_size)
             on_event(job, finished[job.id], detail)
     return finished
+
+
+def outcome(job: "PhaseJob", status: int, world_size: int) -> tuple[str, str]:
+    """FINISHED or FAILED, and the detail to report, for a phase whose process ended with `status`."""
+    if status != 0:
+        return PhaseState.FAILED, f"exit status {status}; see {job.log}"
+    if not phase_finished(job, world_size):
+        return PhaseState.FAILED, f"exit status 0, but {job.phase_dir} holds no finished phase; see {job.log}"
+    return PhaseState.FINISHED, ""
 
 
 def run_local(jobs, on_event: Event, parallel: int = 1, layout: PhaseProcesses | None = None) -> dict:
@@ -128,7 +112,7 @@ def run_local(jobs, on_event: Event, parallel: int = 1, layout: PhaseProcesses |
                 free.extend(mine)
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        return run_graph(jobs, lambda job: pool.submit(run, job), parallel, on_event)
+        return run_graph(jobs, lambda job: pool.submit(run, job), parallel, on_event, layout.processes)
 
 
 def _gpu_ids() -> list[int]:
@@ -137,18 +121,6 @@ def _gpu_ids() -> list[int]:
     except ImportError:
         return []
     return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
-
-
-def require_package(module: str, launcher: str):
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise ImportError(
-            f'`--launcher {launcher}` needs the `{module}` package: pip install "spt_hf[cluster]" (pinned versions: '
-            'pip install -c constraints.txt "spt_hf[cluster]").'
-        ) from None
 
 
 def run_submitit(
@@ -177,7 +149,7 @@ def run_submitit(
         return pool.submit(submitted.result)
 
     try:
-        return run_graph(jobs, start, parallel=len(jobs), on_event=on_event)
+        return run_graph(jobs, start, len(jobs), on_event, layout.processes)
     finally:
         pool.shutdown()
 
@@ -213,7 +185,12 @@ def run_ray(jobs, on_event: Event, options: dict, layout: PhaseProcesses | None 
             ready, waiting = ray.wait(waiting, num_returns=1)
             job = by_ref[ready[0]]
             status, detail = _ray_outcome(ray, ready[0], job, refs, retries)
-            finished[job.id] = {0: PhaseState.FINISHED, -1: PhaseState.BLOCKED}.get(status, PhaseState.FAILED)
+            if status == -1:
+                finished[job.id] = PhaseState.BLOCKED
+            elif detail:
+                finished[job.id] = PhaseState.FAILED
+            else:
+                finished[job.id], detail = outcome(job, status, layout.processes)
             on_event(job, finished[job.id], detail)
     finally:
         if started_here:

@@ -14,8 +14,11 @@ The driver knows the world size before anything runs, so a phase finished with t
 (its fingerprint records `world_size`), and a 1-process phase is never taken for a 2-process one.
 """
 
+import os
 import socket
+import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -117,8 +120,6 @@ def job_command(words: list[str], layout: PhaseProcesses) -> tuple[list[str], in
     machine of the job)."""
     if layout.machines == 1:
         return layout.command(words), 0
-    from .launchers import require_package
-
     environment = require_package("submitit", "submitit").JobEnvironment()
     job_id = int("".join(c for c in str(environment.job_id).split("_")[0] if c.isdigit()) or 0)
     port = 20000 + job_id % 20000
@@ -128,9 +129,46 @@ def job_command(words: list[str], layout: PhaseProcesses) -> tuple[list[str], in
 def run_in_job(words: list[str], layout: PhaseProcesses, log: str) -> int:
     """What each task of a phase's submitit job runs (one task per machine); machines after the first log into
     `<phase>.machine<k>.log`."""
-    from .launchers import execute_phase
-
     command, rank = job_command(words, layout)
     if rank:
         log = str(Path(log).with_suffix(f".machine{rank}.log"))
     return execute_phase(command, log)
+
+
+def execute_phase(command: list[str], log: str, environment: dict | None = None, cwd: str | None = None) -> int:
+    """Run one phase's command, its output into `log`; the exit status. (Also what submitit and Ray run.)"""
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "TQDM_DISABLE": "1", **(environment or {})}
+    with open(log, "a") as handle:
+        handle.write(f"$ {' '.join(command)}\n")
+        handle.flush()
+        return subprocess.run(
+            command, stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=cwd, preexec_fn=_end_with_parent()
+        ).returncode
+
+
+def _end_with_parent() -> Callable[[], None] | None:
+    """On Linux, a function that makes the phase's process receive SIGTERM when the process that started it dies
+    (a killed Ray worker or submitit task), so that no orphaned phase keeps the phase folder's lock."""
+    import ctypes
+    import ctypes.util
+    import signal
+
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    set_parent_death_signal = 1  # PR_SET_PDEATHSIG
+
+    return lambda: libc.prctl(set_parent_death_signal, signal.SIGTERM)
+
+
+def require_package(module: str, launcher: str):
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(
+            f'`--launcher {launcher}` needs the `{module}` package: pip install "spt_hf[cluster]" (pinned versions: '
+            'pip install -c constraints.txt "spt_hf[cluster]").'
+        ) from None

@@ -30,8 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..checkpoints import write_json_atomic
-from ..training.run_folder import PhaseState, phase_status
-from .processes import PhaseProcesses, job_command
+from ..training.run_folder import PhaseState
+from .processes import PhaseProcesses, job_command, require_package
+from .state import phase_finished
 
 JOBS_FILE = Path(".compare") / "jobs.json"
 ENDED = {
@@ -414,8 +415,6 @@ def run_slurm(
     """Submit the phases (at most `parallel` queued or running at once), re-attaching to the jobs of an earlier call
     that are still queued or running; watch them until each ends. Returns {phase id: FINISHED | FAILED | BLOCKED}
     (`PhaseState`); a phase is FINISHED when its job COMPLETED and `phase_status` finds it finished."""
-    from .launchers import require_package
-
     submitit = require_package("submitit", "submitit")
     layout = layout or PhaseProcesses()
     world_size = layout.processes
@@ -469,9 +468,6 @@ def run_slurm(
         record.add(job.id, str(handle.job_id), folder)
         return str(handle.job_id)
 
-    def finished_phase(job) -> bool:
-        return phase_status(job.load_recipe(), job.phase, world_size=world_size).state == PhaseState.FINISHED
-
     def end(phase: str, state: str, detail: str) -> None:
         finished[phase] = state
         live.pop(phase, None)
@@ -507,14 +503,16 @@ def run_slurm(
                 state, reason, exit_code = states.get(job_id, ("UNKNOWN", "", ""))
                 job = by_id[phase]
                 if state == "COMPLETED":
-                    if finished_phase(job):
+                    if phase_finished(job, world_size):
                         end(phase, PhaseState.FINISHED, "")
                     else:
                         why = f"Slurm job {job_id} COMPLETED but {job.phase_dir} holds no finished phase"
                         end(phase, PhaseState.FAILED, why)
                 elif state in ENDED:
                     dependency = job.depends_on
-                    if finished_phase(job):  # the phase folder decides: it finished (a late signal failed the job)
+                    if phase_finished(
+                        job, world_size
+                    ):  # the phase folder decides: it finished (a late signal failed the job)
                         end(phase, PhaseState.FINISHED, f"Slurm job {job_id} ended {state} after the phase finished")
                     elif state == "CANCELLED" and finished.get(dependency) == PhaseState.FINISHED:
                         # Slurm cancelled it for a dependency that failed as a job but finished as a phase

@@ -21,6 +21,12 @@ def plan_states(plan: "Plan") -> dict[str, PhaseStatus]:
     return {job.id: phase_status(job.load_recipe(), job.phase, world_size=plan.launch.world_size) for job in plan.jobs}
 
 
+def phase_finished(job, world_size: int) -> bool:
+    """Whether a phase whose process ended well left its folder finished (`phase_status`, as the phase decides it
+    when it starts): a launcher's FINISHED; an exit status of 0 alone is not enough."""
+    return phase_status(job.load_recipe(), job.phase, world_size=world_size).state == PhaseState.FINISHED
+
+
 def describe_plan(plan: "Plan", states: dict[str, PhaseStatus]) -> str:
     """The plan as a table: phase, kind, state, steps, recipe, folder, dependency."""
     lines = ["| phase | kind | state | budget | recipe | folder | after |", "|---|---|---|---|---|---|---|"]
