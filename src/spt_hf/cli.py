@@ -307,7 +307,8 @@ def recipe_command(args, rest: list[str]) -> int:
 
         spt_path, finetune_path = sibling_recipes(args.config, args.finetune_config)
         spt_recipe = load_recipe(spt_path, overrides, phase="spt")
-        finetune_recipe = load_recipe(finetune_path, overrides, phase="finetune")
+        finetune_overrides = {k: v for k, v in overrides.items() if k != "packed_sequences"}  # SPT's alone
+        finetune_recipe = load_recipe(finetune_path, finetune_overrides, phase="finetune")
         pipeline.refuse_ignored_max_steps(spt_recipe, overrides)
         result = pipeline.run(spt_recipe, finetune_recipe, args.with_scratch)
         print(report([result["run_dir"]]))

@@ -13,6 +13,11 @@ same whatever was read before, however many data-loader workers or processes the
 examples draw from the collator's own generator stream (``state_dict`` / ``load_state_dict``). A batch with no
 selected position has ``labels == -100`` everywhere (tokens) or ``mask_positions`` all false (continuous): see
 :func:`num_masked`.
+
+Packed sequences (the SPT collators' ``packed``, the recipe's ``packed_sequences``): the padded batch, masks drawn as
+above, is rearranged into padding-free rows (:func:`pack_sequences`): several sequences per row, each with
+``position_ids`` restarting at 0 and no ``attention_mask``, as transformers' ``DataCollatorWithFlattening`` makes
+them; the same examples, masks and loss targets, in fewer positions.
 """
 
 from __future__ import annotations
@@ -128,6 +133,72 @@ def _inputs(spec: TaskSpec, examples: list[dict], multiple: int | None) -> dict[
     return {"input_values": normalize(spec, raw, mask), "attention_mask": mask, "raw": raw}
 
 
+def packing_plan(lengths: list[int], capacity: int) -> list[list[int]]:
+    """Which examples share a row: first-fit decreasing into rows of ``capacity`` positions, no sequence split.
+
+    Examples are placed longest first (ties in batch order), each into the first row with room for it; a row lists
+    its examples in the order they are placed, which is the order they lie in it. Deterministic.
+    """
+    if any(n > capacity for n in lengths):
+        raise ValueError(f"a sequence of {max(lengths)} positions does not fit rows of {capacity}")
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for index in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        row = next((r for r, free in enumerate(room) if lengths[index] <= free), None)
+        if row is None:
+            rows.append([])
+            room.append(capacity)
+            row = len(rows) - 1
+        rows[row].append(index)
+        room[row] -= lengths[index]
+    return rows
+
+
+def pack_sequences(batch: dict[str, torch.Tensor], restart_labels: bool = False) -> dict[str, torch.Tensor]:
+    """A right-padded SPT batch rearranged into padding-free rows: (R, L) instead of (B, L), R <= B.
+
+    Every per-position tensor (``input_ids``, ``input_values``, ``mask_positions``, ``labels``) is copied sequence by
+    sequence into the rows of :func:`packing_plan` (capacity L, the padded length, so no row is longer than the
+    padded batch and attention never costs more). ``position_ids`` (R, L) restart at 0 at each sequence; what is left
+    of a row is padding (PAD ids, -100 labels, zeros, no mask positions) numbered as a sequence of its own, so it
+    attends only to itself. ``attention_mask`` is dropped: the model keeps the sequences apart by their restarting
+    positions (transformers' packed-sequence masks). ``restart_labels`` (causal SPT) sets the label of each
+    sequence's first position to -100, as ``DataCollatorWithFlattening`` does: the last position of one sequence
+    must not learn to predict the first of the next.
+    """
+    real = batch["attention_mask"].to(torch.bool)  # (B, L)
+    lengths = real.sum(1).tolist()
+    capacity = real.shape[1]
+    rows = packing_plan(lengths, capacity)
+    per_position = {key: value for key, value in batch.items() if key != "attention_mask"}
+    packed = {}
+    for key, value in per_position.items():
+        if value.shape[:2] != real.shape:
+            raise ValueError(f"cannot pack `{key}` of shape {tuple(value.shape)}: packing needs (B, L, ...) tensors")
+        if key == "input_ids":
+            fill = PAD_ID
+        elif key == "labels" and not value.is_floating_point():
+            fill = IGNORE_INDEX
+        else:
+            fill = 0
+        packed[key] = value.new_full((len(rows), capacity, *value.shape[2:]), fill)  # (R, L, ...)
+    position_ids = torch.empty(len(rows), capacity, dtype=torch.long)  # (R, L)
+    positions = torch.arange(capacity)
+    for row, members in enumerate(rows):
+        start = 0
+        for index in members:
+            end = start + lengths[index]
+            for key, value in per_position.items():
+                packed[key][row, start:end] = value[index, : lengths[index]]
+            if restart_labels and "labels" in packed:
+                packed["labels"][row, start] = IGNORE_INDEX
+            position_ids[row, start:end] = positions[: lengths[index]]
+            start = end
+        position_ids[row, start:] = positions[: capacity - start]  # the row's padding: a sequence of its own
+    packed["position_ids"] = position_ids
+    return packed
+
+
 def _stream_seed(*parts: int) -> int:
     return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "little") >> 1
 
@@ -145,6 +216,8 @@ class MaskedSPTCollator:
             rank: their masks depend on the example, not on the process that reads it).
         target: ``"values"`` or ``"levels"`` for continuous inputs (default: ``spec.spt_target``).
         pad_to_multiple_of: round the padded length up to a multiple of this.
+        packed: padding-free rows (:func:`pack_sequences`), the same masks; for models that keep packed sequences
+            apart (the rotary Transformer with full attention).
 
     Token inputs give ``input_ids`` (selected -> MASK), ``attention_mask`` and ``labels`` (original id at selected
     positions, -100 elsewhere). Continuous inputs give normalised, unmasked ``input_values`` (B, L, C) (the model
@@ -160,6 +233,7 @@ class MaskedSPTCollator:
     rank: int = 0
     target: str | None = None
     pad_to_multiple_of: int | None = None
+    packed: bool = False
     _generator: torch.Generator = field(init=False, repr=False)
     _worker: tuple[Any, torch.Generator] | None = field(init=False, repr=False, default=None)
 
@@ -222,14 +296,14 @@ class MaskedSPTCollator:
             ids = batch["input_ids"]  # (B, L)
             batch["labels"] = torch.where(selected, ids, torch.full_like(ids, IGNORE_INDEX))
             batch["input_ids"] = ids.masked_fill(selected, MASK_ID)
-            return batch
-        raw = batch.pop("raw")  # (B, L, C)
-        batch["mask_positions"] = selected
-        if self.target == "levels":
-            batch["labels"] = quantized_levels(self.spec, raw)  # (B, L, C) int64
         else:
-            batch["labels"] = batch["input_values"].clone()  # (B, L, C) float32
-        return batch
+            raw = batch.pop("raw")  # (B, L, C)
+            batch["mask_positions"] = selected
+            if self.target == "levels":
+                batch["labels"] = quantized_levels(self.spec, raw)  # (B, L, C) int64
+            else:
+                batch["labels"] = batch["input_values"].clone()  # (B, L, C) float32
+        return pack_sequences(batch) if self.packed else batch
 
 
 @dataclass
@@ -238,21 +312,30 @@ class CausalSPTCollator:
 
     Token inputs: ``labels`` = ``input_ids`` with padding set to -100. Continuous inputs: normalised
     ``input_values`` and ``labels`` = normalised values (float32) or raw levels (int64); the model ignores
-    padded positions through ``attention_mask``.
+    padded positions through ``attention_mask``. ``packed`` (token inputs only): padding-free rows
+    (:func:`pack_sequences`) whose sequences each start with a -100 label.
     """
 
     spec: TaskSpec
     target: str | None = None
     pad_to_multiple_of: int | None = None
+    packed: bool = False
 
     def __post_init__(self) -> None:
         self.target = _resolve_target(self.spec, self.target)
+        if self.packed and self.spec.input_kind != "tokens":
+            raise ValueError(
+                f"packed_sequences: causal SPT of continuous inputs (task {self.spec.name!r}) takes its loss at every "
+                "position of a row, with no label to leave out, so a packed row's first value of each sequence "
+                "would be predicted from the previous sequence; set packed_sequences: false (packing is exact for "
+                "token inputs and for masked SPT)."
+            )
 
     def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
         batch = _inputs(self.spec, examples, self.pad_to_multiple_of)
         if self.spec.input_kind == "tokens":
             batch["labels"] = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, IGNORE_INDEX)
-            return batch
+            return pack_sequences(batch, restart_labels=True) if self.packed else batch
         raw = batch.pop("raw")
         if self.target == "levels":
             batch["labels"] = quantized_levels(self.spec, raw)

@@ -41,7 +41,7 @@ from ..data import (
 )
 from ..data.pretraining import DataFingerprint, IndexedExamples
 from ..hub import ensure_push_credentials, push_phase
-from .arguments import PHASE_FIELDS, Recipe, spt_bidirectional, validate_recipe
+from .arguments import PHASE_FIELDS, Recipe, packing_refusal, refuse_packing, spt_bidirectional, validate_recipe
 from .compute import phase_compute
 from .results import phase_results, write_results
 from .run_folder import PhaseState, in_phase_dir, latest_complete_checkpoint, open_phase
@@ -75,6 +75,28 @@ def spt_model(recipe: Recipe, task: TaskData):
     return (AutoModelForMaskedLM if bidirectional else AutoModelForCausalLM).from_config(config)
 
 
+def refuse_unpackable_model(model) -> None:
+    """`packed_sequences: true` with a built model that cannot keep packed sequences apart: one line, before any
+    training (the recipe was checked already; this also knows spt_backbone's backbone and the attention
+    implementation)."""
+    from ..modeling.backbone_adapter import PACKED_SEQUENCE_BACKBONES
+    from ..modeling.modeling_backbone import WrapperModel
+
+    base, config = model.base_model, model.config
+    if isinstance(base, WrapperModel):
+        backbone = base.backbone_model.spt_layout.model_type
+        keeps_apart = config.is_causal and backbone in PACKED_SEQUENCE_BACKBONES
+        name = f"spt_backbone ({backbone}, {'causal' if config.is_causal else 'bidirectional'})"
+        attention = None  # the backbone's own attention reads the positions (transformers' packing support)
+    else:
+        keeps_apart, name = bool(getattr(base, "supports_packed_sequences", False)), type(base).__name__
+        attention = config._attn_implementation
+    window = getattr(config, "attention_window", None)
+    reason = packing_refusal(name, keeps_apart, window, getattr(config, "norm_type", None), attention)
+    if reason is not None:
+        refuse_packing(reason)
+
+
 def pretrain(recipe: Recipe, callbacks: list | None = None) -> dict:
     """Self-pretrain on the task's train split with the recipe's objective; save a ForMaskedLM/ForCausalLM model
     (with `push_to_hub`, push it with results.json and its model card once they are written). A finished phase is
@@ -94,16 +116,19 @@ def _pretrain(recipe: Recipe, fingerprint: dict, callbacks: list | None) -> dict
     spt, seed = recipe.spt, recipe.training.seed
     bidirectional = spt_bidirectional(recipe)
     model = spt_model(recipe, task)
+    packed = spt.packed_sequences
+    if packed:
+        refuse_unpackable_model(model)
     train_set = pretraining_dataset(task.splits, task.spec)
     columns = train_set.column_names
     evaluation = {name: task.splits[name].select_columns(columns) for name in ("validation", "test")}
     if bidirectional:  # masks as a pure function of (seed, epoch, example): exact resume, fixed evaluation masks
         _refuse_persistent_workers(recipe)
-        collator = MaskedSPTCollator(task.spec, spt.mask_rate, spt.span_length, seed=seed, rank=0)
+        collator = MaskedSPTCollator(task.spec, spt.mask_rate, spt.span_length, seed=seed, rank=0, packed=packed)
         train_set = IndexedExamples(train_set)
         evaluation = {name: IndexedExamples(split, epoch=-1) for name, split in evaluation.items()}
     else:
-        collator = CausalSPTCollator(task.spec)
+        collator = CausalSPTCollator(task.spec, packed=packed)
     tokens = task.spec.input_kind == "tokens"
     if tokens and bidirectional:
         metrics, best = masked_accuracy_metrics(), "masked_accuracy"
