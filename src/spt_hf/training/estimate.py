@@ -27,6 +27,7 @@ import copy
 import dataclasses
 import gc
 import math
+import sys
 import time
 import weakref
 from dataclasses import dataclass
@@ -45,7 +46,6 @@ from ..data import (
 )
 from ..data.vocab import special_token_ids
 from .arguments import Recipe, spt_bidirectional
-from .optim import param_groups
 from .task_data import TaskData
 
 # Dense peak throughput (TFLOP/s, no sparsity) from the vendors' data sheets: NVIDIA A100 (SXM) and H100 (SXM).
@@ -234,11 +234,12 @@ CPU_ATTENTION_FLOPS = {
 
 def count_step(model, collator, spec, length: int, batch_size: int, device: torch.device) -> tuple[float, float, float]:
     """FLOPs, saved activation bytes (distinct storages, parameters excluded) and seconds of one forward and backward
-    pass and an AdamW step at (batch_size, length). The collator is copied: every call draws the same SPT masks."""
+    pass at (batch_size, length). The collator is copied: every call draws the same SPT masks. The optimiser step is
+    not taken: its memory is counted per parameter (`BYTES_PER_PARAMETER`), its element-wise work is not counted as
+    FLOPs, and on a CPU its fresh state made it most of a short step's time."""
     model.to(device).train()
     examples = synthetic_examples(spec, length, batch_size)
     batch = {key: value.to(device) for key, value in copy.deepcopy(collator)(examples).items()}
-    optimizer = torch.optim.AdamW(param_groups(model, 1e-4, 0.0))
     start = time.perf_counter()
     with (
         FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FLOPS) as counter,
@@ -247,9 +248,9 @@ def count_step(model, collator, spec, length: int, batch_size: int, device: torc
         loss = model(**batch).loss
         saved.snapshot()
         loss.backward()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return counter.get_total_flops(), saved.peak_bytes, time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    model.zero_grad(set_to_none=True)
+    return counter.get_total_flops(), saved.peak_bytes, seconds
 
 
 class SavedActivations:
@@ -451,8 +452,9 @@ def format_estimates(estimates: list[PhaseEstimate], utilisation: float = DEFAUL
         return "spt_hf estimate: no phase to estimate."
     device = estimates[0].device
     lines = [
-        f"spt_hf estimate: one training step of each phase's model measured on {device} at batch 1 (float32, the "
-        "task's full length); FLOPs by torch's flop counter (matrix products, convolutions, attention).",
+        f"spt_hf estimate: forward and backward passes of each phase's model measured on {device} at batch 1 and 3 "
+        "(float32, the task's full length unless extrapolated); FLOPs by torch's flop counter (matrix products, "
+        "convolutions, attention).",
         "| recipe | phase | parameters | length | steps | batch x accum | tokens | train FLOPs | act. GiB | "
         "state GiB | verdict |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -494,6 +496,7 @@ def estimate_jobs(jobs, device_memory_gb: float = 80.0, max_measure_length: int 
     measured: dict = {}
     estimates, skipped = [], {}
     for job in jobs:
+        start, known = time.perf_counter(), len(measured)
         try:
             estimate = estimate_phase(
                 job.load_recipe(), job.phase, device_memory_gb, max_measure_length, measured=measured
@@ -501,5 +504,8 @@ def estimate_jobs(jobs, device_memory_gb: float = 80.0, max_measure_length: int 
         except ValueError as error:
             skipped[job.id] = str(error)
             continue
+        if len(measured) > known:  # a model not measured before: say so, the measurements take a while on a CPU
+            seconds = time.perf_counter() - start
+            print(f"estimate: measured {job.id} in {seconds:.0f} s ({len(measured)} model(s))", file=sys.stderr)
         estimates.append(dataclasses.replace(estimate, recipe=f"{job.id}"))
     return estimates, skipped
