@@ -234,4 +234,16 @@ def test_bench_estimate_compares_estimate_and_real_steps_on_cpu():
 def test_gpu_check_script_parses_and_includes_the_estimate_check():
     script = BENCHMARKS / "gpu_check.sh"
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
-    assert "bench_estimate.py" in script.read_text()
+    assert "bench_estimate.py" in script.read_text() and "bf16_check.py" in script.read_text()
+
+
+def test_bf16_check_trains_every_architecture_and_backbone_of_bench_models():
+    rows = run_script("bf16_check.py", "--device", "cpu", "--steps", "2", "--d", "16", "--length", "64", "--batch", "2")
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import bench_models
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    expected = set(bench_models.MODELS) | {f"{name} (spt_backbone)" for name in bench_models.BACKBONES}
+    assert {row["model"] for row in rows} == expected
+    assert all(row["finite"] and row["steps"] == 2 for row in rows)
