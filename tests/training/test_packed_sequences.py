@@ -15,6 +15,7 @@ from spt_hf.cli import main as cli_main
 from spt_hf.data import IGNORE_INDEX, PAD_ID, CausalSPTCollator, MaskedSPTCollator, get_task_spec
 from spt_hf.data.collators import packing_plan
 from spt_hf.training import load_recipe
+from spt_hf.training.arguments import packing_refusal
 from spt_hf.training.pipeline import refuse_unpackable_model
 
 LISTOPS_SPEC = get_task_spec("listops")
@@ -149,13 +150,19 @@ def per_sequence_losses(model, batch: dict, causal: bool, rows=None) -> dict[int
     return out
 
 
-POSITION_KINDS = [{"position_embedding_type": "rotary"}, {"position_embedding_type": "absolute"}]
+LLAMA = {"model_type": "llama", "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 32}
+PACKING_MODELS = [
+    pytest.param("causal", {**TRANSFORMER, "position_embedding_type": "rotary"}, id="causal-rotary"),
+    pytest.param("causal", {**TRANSFORMER, "position_embedding_type": "absolute"}, id="causal-absolute"),
+    pytest.param("masked", {**TRANSFORMER, "position_embedding_type": "rotary"}, id="masked-rotary"),
+    pytest.param("masked", {**TRANSFORMER, "position_embedding_type": "absolute"}, id="masked-absolute"),
+    pytest.param("causal", {"model_type": "spt_backbone", "backbone_config": LLAMA}, id="causal-backbone-llama"),
+]
 
 
-@pytest.mark.parametrize("objective", ["causal", "masked"])
-@pytest.mark.parametrize("positions", POSITION_KINDS, ids=["rotary", "absolute"])
-def test_packed_and_padded_give_the_same_per_sequence_losses(objective, positions):
-    model = build(objective, {**TRANSFORMER, **positions})
+@pytest.mark.parametrize("objective, model_config", PACKING_MODELS)
+def test_packed_and_padded_give_the_same_per_sequence_losses(objective, model_config):
+    model = build(objective, model_config)
     examples = [{**ex, "spt_epoch": 0, "spt_index": i} for i, ex in enumerate(token_examples())]
     causal = objective == "causal"
     collator = CausalSPTCollator if causal else MaskedSPTCollator
@@ -245,9 +252,10 @@ def test_a_built_model_that_would_mix_packed_sequences_is_refused():
     mamba = build("causal", {"model_type": "spt_backbone", "backbone_config": {"model_type": "mamba", "state_size": 8}})
     with pytest.raises(ValueError, match=r"spt_backbone \(mamba, causal\) cannot keep packed sequences apart"):
         refuse_unpackable_model(mamba)
-    llama = {"model_type": "llama", "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 32}
-    refuse_unpackable_model(build("causal", {"model_type": "spt_backbone", "backbone_config": llama}))
+    refuse_unpackable_model(build("causal", {"model_type": "spt_backbone", "backbone_config": LLAMA}))
     refuse_unpackable_model(build("masked", TRANSFORMER))
+    flash = packing_refusal("RotaryTransformerModel", True, attn_implementation="flash_attention_2")
+    assert "'flash_attention_2' is not given the packed-sequence mask" in flash
     s4 = build("masked", {"model_type": "spt_s4", "state_size": 8})
     with pytest.raises(ValueError, match=r"S4Model cannot keep packed sequences apart.*packed_sequences: false"):
         refuse_unpackable_model(s4)

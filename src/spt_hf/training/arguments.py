@@ -420,7 +420,7 @@ def validate_recipe(recipe: Recipe, phase: str | None = None) -> None:
 
 # The attention implementations through which spt_hf's own attention honours the packed-sequence mask it builds
 # (flash attention would need the positions themselves, which it is not given).
-PACKING_ATTENTION = ("eager", "sdpa", "flex_attention")
+PACKING_ATTENTION = ("eager", "sdpa")
 
 
 def packing_refusal(
