@@ -182,19 +182,24 @@ def pack_sequences(batch: dict[str, torch.Tensor], restart_labels: bool = False)
         else:
             fill = 0
         packed[key] = value.new_full((len(rows), capacity, *value.shape[2:]), fill)  # (R, L, ...)
-    position_ids = torch.empty(len(rows), capacity, dtype=torch.long)  # (R, L)
-    positions = torch.arange(capacity)
+    row_of = torch.empty(len(lengths), dtype=torch.long)  # (B,) the row of each sequence ...
+    start_of = torch.empty(len(lengths), dtype=torch.long)  # (B,) ... and where it starts there
+    filled = torch.empty(len(rows), dtype=torch.long)  # (R,) real positions of each row
     for row, members in enumerate(rows):
         start = 0
         for index in members:
-            end = start + lengths[index]
-            for key, value in per_position.items():
-                packed[key][row, start:end] = value[index, : lengths[index]]
-            if restart_labels and "labels" in packed:
-                packed["labels"][row, start] = IGNORE_INDEX
-            position_ids[row, start:end] = positions[: lengths[index]]
-            start = end
-        position_ids[row, start:] = positions[: capacity - start]  # the row's padding: a sequence of its own
+            row_of[index], start_of[index] = row, start
+            start += lengths[index]
+        filled[row] = start
+    example, position = real.nonzero(as_tuple=True)  # (N,) every real position (right padding: 0..length-1)
+    target_row, target_column = row_of[example], start_of[example] + position  # (N,) where it goes
+    for key, value in per_position.items():
+        packed[key][target_row, target_column] = value[example, position]
+    if restart_labels and "labels" in packed:
+        packed["labels"][row_of, start_of] = IGNORE_INDEX
+    # The row's padding is numbered as a sequence of its own, then every sequence from 0.
+    position_ids = (torch.arange(capacity) - filled.unsqueeze(1)).clamp(min=0)  # (R, L)
+    position_ids[target_row, target_column] = position
     packed["position_ids"] = position_ids
     return packed
 
