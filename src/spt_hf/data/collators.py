@@ -166,13 +166,25 @@ def pack_sequences(batch: dict[str, torch.Tensor], restart_labels: bool = False)
     sequence's first position to -100, as ``DataCollatorWithFlattening`` does: the last position of one sequence
     must not learn to predict the first of the next.
     """
-    real = batch["attention_mask"].to(torch.bool)  # (B, L)
+    real = batch["attention_mask"].numpy().astype(bool)  # (B, L)
     lengths = real.sum(1).tolist()
     capacity = real.shape[1]
     rows = packing_plan(lengths, capacity)
-    per_position = {key: value for key, value in batch.items() if key != "attention_mask"}
+    row_of = np.empty(len(lengths), dtype=np.int64)  # (B,) the row of each sequence ...
+    start_of = np.empty(len(lengths), dtype=np.int64)  # (B,) ... and where it starts there
+    filled = np.empty(len(rows), dtype=np.int64)  # (R,) real positions of each row
+    for row, members in enumerate(rows):
+        start = 0
+        for index in members:
+            row_of[index], start_of[index] = row, start
+            start += lengths[index]
+        filled[row] = start
+    example, position = np.nonzero(real)  # (N,) every real position (right padding: 0..length-1)
+    target = (row_of[example], start_of[example] + position)  # (N,) where it goes
     packed = {}
-    for key, value in per_position.items():
+    for key, value in batch.items():  # numpy's indexing: one thread, no pool to wake on a busy machine
+        if key == "attention_mask":
+            continue
         if value.shape[:2] != real.shape:
             raise ValueError(f"cannot pack `{key}` of shape {tuple(value.shape)}: packing needs (B, L, ...) tensors")
         if key == "input_ids":
@@ -181,25 +193,16 @@ def pack_sequences(batch: dict[str, torch.Tensor], restart_labels: bool = False)
             fill = IGNORE_INDEX
         else:
             fill = 0
-        packed[key] = value.new_full((len(rows), capacity, *value.shape[2:]), fill)  # (R, L, ...)
-    row_of = torch.empty(len(lengths), dtype=torch.long)  # (B,) the row of each sequence ...
-    start_of = torch.empty(len(lengths), dtype=torch.long)  # (B,) ... and where it starts there
-    filled = torch.empty(len(rows), dtype=torch.long)  # (R,) real positions of each row
-    for row, members in enumerate(rows):
-        start = 0
-        for index in members:
-            row_of[index], start_of[index] = row, start
-            start += lengths[index]
-        filled[row] = start
-    example, position = real.nonzero(as_tuple=True)  # (N,) every real position (right padding: 0..length-1)
-    target_row, target_column = row_of[example], start_of[example] + position  # (N,) where it goes
-    for key, value in per_position.items():
-        packed[key][target_row, target_column] = value[example, position]
+        source = value.numpy()
+        rows_of_key = np.full((len(rows), capacity, *source.shape[2:]), fill, dtype=source.dtype)  # (R, L, ...)
+        rows_of_key[target] = source[example, position]
+        packed[key] = torch.from_numpy(rows_of_key)
     if restart_labels and "labels" in packed:
         packed["labels"][row_of, start_of] = IGNORE_INDEX
     # The row's padding is numbered as a sequence of its own, then every sequence from 0.
-    position_ids = (torch.arange(capacity) - filled.unsqueeze(1)).clamp(min=0)  # (R, L)
-    position_ids[target_row, target_column] = position
+    position_ids = np.maximum(np.arange(capacity) - filled[:, None], 0)  # (R, L)
+    position_ids[target] = position
+    position_ids = torch.from_numpy(position_ids)
     packed["position_ids"] = position_ids
     return packed
 
