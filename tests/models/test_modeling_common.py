@@ -3,6 +3,8 @@
 Heads are built through the Auto classes only, as a user would.
 """
 
+import json
+
 import pytest
 import torch
 from helpers import TINY_CONFIGS, TINY_IDS, append_padding, make_config, make_inputs, no_causal_mode
@@ -178,7 +180,7 @@ def test_generate_equals_manual_greedy_loop(entry):
     manual = prompt
     with torch.no_grad():
         for _ in range(6):
-            next_token = model(input_ids=manual).logits[:, -1].argmax(-1, keepdim=True)
+            next_token = model(input_ids=manual, use_cache=False).logits[:, -1].argmax(-1, keepdim=True)
             manual = torch.cat([manual, next_token], dim=1)
     assert torch.equal(generated, manual)
 
@@ -214,7 +216,7 @@ def test_recurrent_steps_equal_parallel_forward(entry, input_kind):
     inputs = make_inputs(model.config, length=14, pad_last=3)
     real = inputs["attention_mask"].bool()
     with torch.no_grad():
-        parallel = model(**inputs).logits
+        parallel = model(**inputs, use_cache=False).logits  # (eval mode, no labels: `config.use_cache` otherwise)
         stepped = model(**inputs, use_cache=True)
         assert stepped.cache is not None and cached_positions(stepped.cache) in (14, None)
         torch.testing.assert_close(stepped.logits[real], parallel[real], rtol=1e-4, atol=1e-5)
@@ -238,6 +240,49 @@ def test_generate_uses_the_recurrent_cache(entry):
     prompt = make_inputs(model.config, batch=2, length=5)["input_ids"]
     out = model.generate(prompt, max_new_tokens=4, do_sample=False, return_dict_in_generate=True, pad_token_id=0)
     assert out.cache is not None and cached_positions(out.cache) in (5 + 4 - 1, None)
+
+
+@pytest.mark.parametrize("entry", TINY_CONFIGS, ids=TINY_IDS)
+def test_config_use_cache_is_saved_reloaded_and_honoured_by_forward_and_generate(entry, tmp_path):
+    """`config.use_cache` (default True, as in transformers' decoder configs) is saved and reloaded; a config.json
+    saved before the field existed loads with the default. A causal LM forward that leaves `use_cache` None takes it
+    in eval mode for token inputs without labels or position_ids, and never builds a cache while training or with
+    labels (SPT's steps); generate() takes it as its default."""
+    model = build(entry, "causal_lm").eval()
+    assert model.config.use_cache is True and model.generation_config.use_cache is True
+    inputs = make_inputs(model.config, batch=2, length=5)
+    prompt, labels = inputs["input_ids"], inputs["input_ids"]
+    greedy = {"max_new_tokens": 3, "do_sample": False, "pad_token_id": 0, "return_dict_in_generate": True}
+    with torch.no_grad():
+        assert model(**inputs).cache is not None
+        for no_cache in ({"labels": labels}, {"use_cache": False}, {"position_ids": torch.arange(5).expand(2, 5)}):
+            assert model(**inputs, **no_cache).cache is None, no_cache
+        if entry[1] != "spt_backbone":  # the recurrent path numbers positions itself: packed sequences are refused
+            packed = torch.tensor([[0, 1, 2, 0, 1]])
+            with pytest.raises(ValueError, match="which the recurrent path"):
+                model(input_ids=prompt[:1], position_ids=packed, use_cache=True)
+    cached = model.generate(prompt, **greedy)
+    assert cached.cache is not None
+
+    build(entry, "causal_lm", use_cache=False).save_pretrained(tmp_path / "off")
+    assert json.loads((tmp_path / "off" / "config.json").read_text())["use_cache"] is False
+    off = AutoModelForCausalLM.from_pretrained(tmp_path / "off").eval()
+    assert off.config.use_cache is False and off.generation_config.use_cache is False
+    with torch.no_grad():
+        assert off(**inputs).cache is None and off(**inputs, use_cache=True).cache is not None
+    uncached = off.generate(prompt, **greedy)
+    assert uncached.cache is None and torch.equal(uncached.sequences, cached.sequences)  # the same seed's weights
+
+    model.save_pretrained(tmp_path / "old")
+    saved = json.loads((tmp_path / "old" / "config.json").read_text())
+    del saved["use_cache"]  # a checkpoint saved before the field existed
+    (tmp_path / "old" / "config.json").write_text(json.dumps(saved))
+    old = AutoModelForCausalLM.from_pretrained(tmp_path / "old").eval()
+    assert old.config.use_cache is True
+    with torch.no_grad():
+        assert old(**inputs).cache is not None
+    assert old.generate(prompt, **greedy).cache is not None
+    assert model.train()(**inputs).cache is None  # last: a training step updates batch-norm statistics
 
 
 def cached_positions(cache) -> int | None:

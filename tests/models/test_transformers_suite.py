@@ -14,10 +14,12 @@ to spt_hf, and why, are listed in docs/transformers_tests.md; they are declared 
 test files declare theirs (class flags and `_check_*` overrides, no blanket skip list).
 """
 
+import inspect
 import os
 import sys
 import unittest
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -28,6 +30,7 @@ from transformers import (
     AutoModelForMaskedLM,
     AutoModelForSequenceClassification,
 )
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from spt_hf.auto import AutoModelForRetrieval
 from spt_hf.modeling.cache import SequenceCache
@@ -67,6 +70,10 @@ class SPTModelTester:
         shape = (self.batch_size, self.seq_length)
         input_ids = torch.randint(3, self.vocab_size, shape, generator=generator)
         attention_mask = torch.ones(shape, dtype=torch.long)
+        # padded rows (spt_hf pads on the right), as the random masks of transformers' testers have: the padding-free
+        # tests compare a padded batch with the same sequences packed, and skip when nothing is padded
+        attention_mask[0, -2:] = 0
+        attention_mask[1, -1:] = 0
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if self.retrieval:
             inputs |= {"input_ids_2": input_ids.flip(1), "attention_mask_2": attention_mask}
@@ -90,6 +97,21 @@ def check_sequence_cache(test, batch_size, cache, seq_length, config):
         test.assertEqual(layer.batch_size, batch_size)
 
 
+def check_sequence_caches_equal(test, cache1, cache2):
+    """transformers' `_check_caches_are_equal` compares keys and values and asks models with another cache to
+    override it: two SequenceCaches hold the same length and, block by block, the same recurrent state tensors."""
+    test.assertIsInstance(cache1, SequenceCache)
+    test.assertIsInstance(cache2, SequenceCache)
+    test.assertEqual(cache1.get_seq_length(), cache2.get_seq_length())
+    test.assertEqual(len(cache1.layers), len(cache2.layers))
+    for layer1, layer2 in zip(cache1.layers, cache2.layers):
+        test.assertEqual(len(layer1.states), len(layer2.states))
+        for state1, state2 in zip(layer1.states, layer2.states):
+            test.assertEqual(type(state1), type(state2))
+            for tensor1, tensor2 in zip(*(() if s is None else s.tensors for s in (state1, state2)), strict=True):
+                torch.testing.assert_close(tensor1, tensor2)
+
+
 def make_test_case(mixins, entry, retrieval: bool):
     """A unittest class of transformers' mixins for one architecture (and head set)."""
     stateful = recurrent(entry)
@@ -102,6 +124,9 @@ def make_test_case(mixins, entry, retrieval: bool):
         # no attention probabilities in S4/DLR; generation through spt_hf's SequenceCache (not a DynamicCache)
         has_attentions = not stateful
         is_encoder_decoder = False
+        # transformers dates a model by the copyright line of its config file (spt_hf's have none: "before 2023")
+        # and checks the initialisation of missing weights only for newer models or those that set this flag
+        test_can_init_all_missing_weights_before_2023 = True
 
         def setUp(self):
             self.model_tester = SPTModelTester(self, entry, retrieval=retrieval)
@@ -138,6 +163,13 @@ def make_test_case(mixins, entry, retrieval: bool):
         def test_training_gradient_checkpointing_use_reentrant_true(self):
             self._without_the_backbone(super().test_training_gradient_checkpointing_use_reentrant_true)
 
+        def test_causal_lm_loss_honors_shift_labels(self):
+            # transformers finds decoder LM heads by name in its static tables, where registered models do not appear:
+            # the causal LM head is listed there while the test runs
+            causal = {c.config_class.model_type: c.__name__ for c in classes if c.__name__.endswith("ForCausalLM")}
+            with mock.patch.dict(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, causal):
+                super().test_causal_lm_loss_honors_shift_labels()
+
         if retrieval:
 
             @unittest.skip("a document pair: transformers' test shrinks the first document's ids only (see docs)")
@@ -149,20 +181,28 @@ def make_test_case(mixins, entry, retrieval: bool):
             def _check_past_key_values_for_generate(self, batch_size, past_key_values, seq_length, config):
                 check_sequence_cache(self, batch_size, past_key_values, seq_length, config)
 
-            @unittest.skip("the model refuses packed sequences: its mixers cannot keep them apart (see docs)")
-            def test_eager_padding_matches_padding_free_with_position_ids(self):
-                pass
+            def _check_caches_are_equal(self, cache1, cache2):
+                check_sequence_caches_equal(self, cache1, cache2)
 
-            @unittest.skip("the model refuses packed sequences: its mixers cannot keep them apart (see docs)")
-            def test_sdpa_padding_matches_padding_free_with_position_ids(self):
-                pass
-
-    if retrieval:  # parameterized tests: one method per case
+    if retrieval and not stateful:  # parameterized tests, one method per case (S4/DLR: transformers skips them)
         for name in [n for n in dir(Case) if n.startswith("test_eager_matches_sdpa_inference")]:
             reason = "a document pair: transformers' test builds one document's inputs (see docs)"
             setattr(Case, name, unittest.skip(reason)(lambda self: None))
+    run_bare_is_flaky_tests(Case)
     Case.__name__ = Case.__qualname__ = f"Test_{entry[0].replace('-', '_')}{'_retrieval' if retrieval else ''}"
     return Case
+
+
+def run_bare_is_flaky_tests(case) -> None:
+    """Some transformers snapshots decorate a test with `@is_flaky` without its parentheses (5.16's
+    `test_prompt_lookup_decoding_matches_greedy_search`): the test becomes `is_flaky`'s inner decorator, which returns
+    without running the body, and pytest reports a pass. Put the body back so that it runs (or skips) for real."""
+    for name in [n for n in dir(case) if n.startswith("test_")]:
+        inner = inspect.unwrap(getattr(case, name))
+        if getattr(inner, "__qualname__", "") == "is_flaky.<locals>.decorator" and inner.__closure__:
+            cells = dict(zip(inner.__code__.co_freevars, (c.cell_contents for c in inner.__closure__)))
+            if inspect.isfunction(cells.get("max_attempts")):  # the test function, taken as `max_attempts`
+                setattr(case, name, cells["max_attempts"])
 
 
 def load_mixins():

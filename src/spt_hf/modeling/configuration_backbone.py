@@ -118,8 +118,12 @@ class WrapperConfig(SequenceModelConfig):
     r"""
     Configuration of [`WrapperModel`] and its heads: a transformers backbone (any in-tree text encoder or decoder)
     fed by spt_hf's embedding through `inputs_embeds`, followed by spt_hf's final norm and heads. The shared fields
-    (inputs, `norm_type` of the final norm, pooling, heads, SPT losses) are documented in `SequenceModelConfig`;
-    `hidden_size` and `num_hidden_layers` are the backbone's (given values must agree with it).
+    (inputs, `norm_type` of the final norm, pooling, heads, SPT losses, `use_cache`) are documented in
+    `SequenceModelConfig`; `hidden_size` and `num_hidden_layers` are the backbone's (given values must agree with it).
+    `use_cache` is this config's own field, which transformers' generation and tests read (`get_text_config()` is
+    this config); the `use_cache` of `backbone_config` is not read: spt_hf passes `use_cache` to the backbone on every
+    call. A backbone that takes no cache generates without one whatever the field says (`WrapperForCausalLM` sets
+    its generation config's `use_cache` to False).
 
     Args:
         backbone_config (`dict` or `PretrainedConfig`):

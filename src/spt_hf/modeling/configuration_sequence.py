@@ -111,6 +111,16 @@ class SequenceModelConfig(PreTrainedConfig):
         tie_word_embeddings (`bool`, *optional*, defaults to `False`):
             Share one matrix between the token LM head and the input embedding (after init, loading and resizing).
             The paper does not tie them; token inputs only.
+        use_cache (`bool`, *optional*, defaults to `True`):
+            Whether the causal LM head returns its generation cache (spt_hf's `SequenceCache` of the mixers' states,
+            or a transformers backbone's own cache) from a forward pass that does not say (`use_cache=None`), as
+            transformers' decoder configs have it; generate() takes it as its default too (its generation config is
+            read from this config). Read only where a cache can serve a continuation: a causal model
+            (`bidirectional=False`) of token inputs, in eval mode, without `labels` or `position_ids`. Training and
+            loss evaluation (SPT's training and evaluation steps pass `labels`) never build one: spt_hf fills a cache
+            by running the sequence position by position through the mixers' recurrent steps, far slower than the
+            parallel pass a loss needs. An explicit `use_cache` (or `cache`) argument always wins. Checkpoints saved
+            before this field existed load with the default.
     """
 
     vocab_size: int | None = None
@@ -132,6 +142,7 @@ class SequenceModelConfig(PreTrainedConfig):
     bos_token_id: int | None = None
     eos_token_id: int | None = 2
     tie_word_embeddings: bool = False
+    use_cache: bool = True
 
     # Whether the architecture has a causal form (`bidirectional=False`, causal LM heads, generation). A class
     # property, not a field: Linformer's projection along the sequence mixes every position and has none.
@@ -188,6 +199,7 @@ class SequenceModelConfig(PreTrainedConfig):
         check_choice("classifier_type", self.classifier_type, CLASSIFIER_TYPES)
         check_choice("norm_type", self.norm_type, NORM_TYPES)
         check_choice("continuous_loss", self.continuous_loss, CONTINUOUS_LOSSES)
+        check_bool(self, "use_cache")
         if self.tie_word_embeddings and self.vocab_size is None:
             raise ValueError(
                 "`tie_word_embeddings=True` ties the LM head to the token embedding; a model of continuous inputs "

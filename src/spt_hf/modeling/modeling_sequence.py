@@ -299,7 +299,10 @@ class SequenceBaseModel:
         position_ids (`torch.LongTensor` of shape (B, L) or (1, L)): positions of the inputs (default 0..L-1 after the
             positions the cache has seen), for the position-dependent mixers (rotary or absolute positions).
         cache (`SequenceCache`): the state to continue from (generation); implies the recurrent path.
-        use_cache (`bool`): run position by position through the mixers' recurrent steps and return the `cache`.
+        use_cache (`bool`): run position by position through the mixers' recurrent steps and return the `cache`. None
+            is False here (the parallel pass); the causal LM head resolves None from `config.use_cache` first
+            (`SequenceForCausalLM.default_use_cache`). The recurrent path numbers positions from the cache, so
+            position_ids that restart inside a row (packed sequences, no attention_mask) are refused there.
         output_hidden_states (`bool`): also return the embedding output and every layer's output (the last one after
             the final norm).
         output_attentions (`bool`): also return each attention layer's weights (eager attention).
@@ -312,6 +315,9 @@ class SequenceBaseModel:
         output_hidden_states = output_hidden_states or self.config.output_hidden_states
         output_attentions = output_attentions or self.config.output_attentions
         if use_cache or cache is not None:
+            if position_ids is not None and padding_mask is None:
+                batch = next(x for x in (input_ids, input_values, inputs_embeds) if x is not None).shape[0]
+                refuse_packed_sequences(position_ids, batch, "the recurrent path (`use_cache` / `cache`)")
             hidden_states, cache, all_hidden, all_attentions = self._forward_recurrent(
                 input_ids, input_values, inputs_embeds, padding_mask, cache, output_hidden_states, output_attentions
             )
