@@ -247,3 +247,16 @@ def test_bf16_check_trains_every_architecture_and_backbone_of_bench_models():
     expected = set(bench_models.MODELS) | {f"{name} (spt_backbone)" for name in bench_models.BACKBONES}
     assert {row["model"] for row in rows} == expected
     assert all(row["finite"] and row["steps"] == 2 for row in rows)
+
+
+def test_bench_packing_times_packed_against_padded_steps():
+    rows = run_script(
+        "bench_packing.py",
+        *("--batch", "4", "--d", "16", "--layers", "1", "--heads", "2", "--rounds", "1", "--warmup", "1"),
+        *("--examples", "8", "--min_length", "20", "--max_length", "80", "--objective", "causal"),
+    )
+    lengths, row = rows
+    assert 20 < lengths["length_min"] <= lengths["length_max"] <= 81  # the end token counts too
+    assert row["batch"] == 4 and row["padded_tok_s"] > 0 and row["packed_tok_s"] > 0 and row["packed_over_padded"] > 0
+    assert row["rows_packed"] <= 4 and row["real_share_packed"] >= row["real_share_padded"]
+    assert row["first_loss_diff"] < 1e-4  # same weights, same examples: the same loss
