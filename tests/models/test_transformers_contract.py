@@ -247,7 +247,7 @@ def test_cache_operations_follow_transformers_conventions():
         assert cache.get_seq_length() == 4 and cache.is_croppable
         cache.crop(-1)  # forget the last position, as assisted decoding does
         resumed = model(input_ids=ids[:, 3:], cache=cache).logits
-        full = model(input_ids=ids).logits
+        full = model(input_ids=ids, use_cache=False).logits  # the parallel pass (config.use_cache would recur)
     torch.testing.assert_close(resumed, full[:, 3:], rtol=1e-5, atol=1e-5)
     s4 = build(TINY_CONFIGS[3], "causal_lm").eval()
     with torch.no_grad():
@@ -276,7 +276,7 @@ def test_cached_generation_returns_attentions_and_an_attention_cache_as_transfor
     shapes = [[a.shape for a in step] for step in out.attentions]
     assert shapes == [[(2, heads, 4, 4)] * LAYERS, [(2, heads, 1, 5)] * LAYERS, [(2, heads, 1, 6)] * LAYERS]
     with torch.no_grad():
-        full = model(out.sequences[:, :-1], output_attentions=True).attentions  # (B, nh, 6, 6) per layer
+        full = model(out.sequences[:, :-1], output_attentions=True, use_cache=False).attentions  # (B, nh, 6, 6)
     for layer in range(LAYERS):
         torch.testing.assert_close(out.attentions[0][layer], full[layer][:, :, :4, :4])
         torch.testing.assert_close(out.attentions[2][layer][:, :, 0], full[layer][:, :, 5])
