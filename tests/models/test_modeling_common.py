@@ -245,17 +245,16 @@ def test_generate_uses_the_recurrent_cache(entry):
 @pytest.mark.parametrize("entry", TINY_CONFIGS, ids=TINY_IDS)
 def test_config_use_cache_is_saved_reloaded_and_honoured_by_forward_and_generate(entry, tmp_path):
     """`config.use_cache` (default True, as in transformers' decoder configs) is saved and reloaded; a config.json
-    saved before the field existed loads with the default. A causal LM forward that leaves `use_cache` None takes it
-    in eval mode for token inputs without labels or position_ids, and never builds a cache while training or with
-    labels (SPT's steps); generate() takes it as its default."""
+    saved before the field existed loads with the default. generate() takes it as its default; a forward builds the
+    cache only when asked (spt_hf fills it position by position, far slower than the parallel pass)."""
     model = build(entry, "causal_lm").eval()
     assert model.config.use_cache is True and model.generation_config.use_cache is True
     inputs = make_inputs(model.config, batch=2, length=5)
     prompt, labels = inputs["input_ids"], inputs["input_ids"]
     greedy = {"max_new_tokens": 3, "do_sample": False, "pad_token_id": 0, "return_dict_in_generate": True}
     with torch.no_grad():
-        assert model(**inputs).cache is not None
-        for no_cache in ({"labels": labels}, {"use_cache": False}, {"position_ids": torch.arange(5).expand(2, 5)}):
+        assert model(**inputs, use_cache=True).cache is not None
+        for no_cache in ({}, {"labels": labels}, {"use_cache": False}, {"position_ids": torch.arange(5).expand(2, 5)}):
             assert model(**inputs, **no_cache).cache is None, no_cache
         if entry[1] != "spt_backbone":  # the recurrent path numbers positions itself: packed sequences are refused
             packed = torch.tensor([[0, 1, 2, 0, 1]])
@@ -279,8 +278,6 @@ def test_config_use_cache_is_saved_reloaded_and_honoured_by_forward_and_generate
     (tmp_path / "old" / "config.json").write_text(json.dumps(saved))
     old = AutoModelForCausalLM.from_pretrained(tmp_path / "old").eval()
     assert old.config.use_cache is True
-    with torch.no_grad():
-        assert old(**inputs).cache is not None
     assert old.generate(prompt, **greedy).cache is not None
     assert model.train()(**inputs).cache is None  # last: a training step updates batch-norm statistics
 

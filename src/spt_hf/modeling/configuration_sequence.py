@@ -112,14 +112,11 @@ class SequenceModelConfig(PreTrainedConfig):
             Share one matrix between the token LM head and the input embedding (after init, loading and resizing).
             The paper does not tie them; token inputs only.
         use_cache (`bool`, *optional*, defaults to `True`):
-            Whether the causal LM head returns its generation cache (spt_hf's `SequenceCache` of the mixers' states,
-            or a transformers backbone's own cache) from a forward pass that does not say (`use_cache=None`), as
-            transformers' decoder configs have it; generate() takes it as its default too (its generation config is
-            read from this config). Read only where a cache can serve a continuation: a causal model
-            (`bidirectional=False`) of token inputs, in eval mode, without `labels` or `position_ids`. Training and
-            loss evaluation (SPT's training and evaluation steps pass `labels`) never build one: spt_hf fills a cache
-            by running the sequence position by position through the mixers' recurrent steps, far slower than the
-            parallel pass a loss needs. An explicit `use_cache` (or `cache`) argument always wins. Checkpoints saved
+            Whether generate() uses the generation cache (spt_hf's `SequenceCache` of the mixers' states, or a
+            transformers backbone's own cache), as transformers' decoder configs have it (the generation config is
+            read from this config). A forward pass builds the cache only when asked (`use_cache=True`, or a `cache`
+            to continue): spt_hf fills it by running the sequence position by position through the mixers'
+            recurrent steps, far slower than the parallel pass that a forward otherwise takes. Checkpoints saved
             before this field existed load with the default.
     """
 

@@ -202,10 +202,9 @@ class SequenceForCausalLM(LanguageModelHeadMixin):
 
         class S4ForCausalLM(SequenceForCausalLM, S4PreTrainedModel, GenerationMixin): ...
 
-    `use_cache=None` takes `config.use_cache` (as transformers' decoders do) where a cache can serve a continuation:
-    token inputs, eval mode, no `labels`, no `position_ids`. In training, and in a forward with `labels` (SPT's
-    training and evaluation steps), no cache is built: spt_hf builds one by running position by position through the
-    mixers' recurrent steps, and a loss needs only the parallel pass (`default_use_cache`).
+    `config.use_cache` (default True) is what generate() uses; a forward builds the cache only when asked
+    (`use_cache=True`, or a `cache` to continue): spt_hf fills it by running position by position through the mixers'
+    recurrent steps, 12-45x slower on a CPU than the parallel pass that a forward otherwise takes.
     """
 
     _tied_weights_keys = TIED_LM_HEAD
@@ -239,16 +238,6 @@ class SequenceForCausalLM(LanguageModelHeadMixin):
             if cache is not None:
                 model_kwargs["cache"] = cache
 
-    def default_use_cache(self, labels: torch.Tensor | None, position_ids: torch.Tensor | None = None) -> bool:
-        """`use_cache` of a forward that leaves it None: `config.use_cache` where generate() could continue the
-        forward (a causal model of token inputs, in eval mode), else False: the parallel pass, no cache. Not while
-        training, nor with `labels` (SPT's training and evaluation steps: a loss needs no cache, and spt_hf fills one
-        position by position), nor with `position_ids` (the recurrent path numbers positions from the cache, so
-        packed sequences stay with the parallel pass, which keeps them apart or refuses them)."""
-        config = self.config
-        serves = config.is_causal and config.is_token_input and not self.training
-        return bool(config.use_cache) and serves and labels is None and position_ids is None
-
     @can_return_tuple
     def forward(
         self,
@@ -265,13 +254,10 @@ class SequenceForCausalLM(LanguageModelHeadMixin):
         **kwargs,
     ) -> CausalLMOutputWithPast:
         r"""
-        use_cache (`bool`, *optional*): return the generation cache (run through the mixers' recurrent steps); None:
-            `config.use_cache` in eval mode for token inputs without `labels` or `position_ids`, False otherwise
-            (`default_use_cache`).
+        use_cache (`bool`, *optional*): return the generation cache (run through the mixers' recurrent steps); None
+            or False: the parallel pass, no cache (generate() passes `config.use_cache`).
         The other arguments are the base model's (`SequenceBaseModel.forward`) and `labels` (unshifted).
         """
-        if use_cache is None and cache is None:
-            use_cache = self.default_use_cache(labels, position_ids)
         outputs = self.base_model(
             input_ids=input_ids,
             input_values=input_values,

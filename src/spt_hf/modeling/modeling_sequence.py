@@ -300,8 +300,8 @@ class SequenceBaseModel:
             positions the cache has seen), for the position-dependent mixers (rotary or absolute positions).
         cache (`SequenceCache`): the state to continue from (generation); implies the recurrent path.
         use_cache (`bool`): run position by position through the mixers' recurrent steps and return the `cache`. None
-            is False here (the parallel pass); the causal LM head resolves None from `config.use_cache` first
-            (`SequenceForCausalLM.default_use_cache`). The recurrent path numbers positions from the cache, so
+            is False (the parallel pass); generate() passes `config.use_cache`. The recurrent path numbers positions
+            from the cache, so
             position_ids that restart inside a row (packed sequences, no attention_mask) are refused there.
         output_hidden_states (`bool`): also return the embedding output and every layer's output (the last one after
             the final norm).
