@@ -280,7 +280,7 @@ def add_generate_arguments(parser: argparse.ArgumentParser, common: argparse.Arg
 
 
 def recipe_command(args, rest: list[str]) -> int:
-    from .training.arguments import argument_parser, load_recipe, parse_overrides
+    from .training.arguments import SPT_PHASE_SWITCHES, argument_parser, load_recipe, parse_overrides
 
     if args.help:
         argument_parser(args.command).print_help()
@@ -307,7 +307,7 @@ def recipe_command(args, rest: list[str]) -> int:
 
         spt_path, finetune_path = sibling_recipes(args.config, args.finetune_config)
         spt_recipe = load_recipe(spt_path, overrides, phase="spt")
-        finetune_overrides = {k: v for k, v in overrides.items() if k != "packed_sequences"}  # SPT's alone
+        finetune_overrides = {k: v for k, v in overrides.items() if k not in SPT_PHASE_SWITCHES}
         finetune_recipe = load_recipe(finetune_path, finetune_overrides, phase="finetune")
         pipeline.refuse_ignored_max_steps(spt_recipe, overrides)
         result = pipeline.run(spt_recipe, finetune_recipe, args.with_scratch)

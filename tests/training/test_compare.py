@@ -309,3 +309,24 @@ def test_the_papers_whole_table_plans_every_pair_that_exists_with_the_option(tmp
     (tmp_path / "runs").mkdir()
     text = report([tmp_path / "runs"], missing_pairs=plan.missing_pairs)
     assert "## Not in this comparison\n\nNo recipe pair, so not planned: retrieval/dlr, pathfinder/dlr." in text
+
+
+def test_an_spt_switch_among_the_overrides_reaches_the_spt_phases_alone(tmp_path):
+    """`packed_sequences` is read by the SPT phase and refused by finetuning (a classifier pools a packed row into
+    one prediction): compare gives it to the SPT phases and leaves it out of the finetuning and baseline phases."""
+    from spt_hf.compare import build_plan
+
+    spec = CompareSpec(
+        tasks=["digits"],
+        architectures=["transformer"],
+        seeds=[0],
+        recipes_dir="recipes/cpu",
+        output_dir=str(tmp_path),
+        overrides={"packed_sequences": True},
+    )
+    jobs = {job.phase: job for job in build_plan(spec).jobs}
+    assert sorted(jobs) == ["finetune", "scratch", "spt"]
+    assert jobs["spt"].load_recipe().spt.packed_sequences is True
+    for phase in ("finetune", "scratch"):
+        assert "packed_sequences" not in jobs[phase].overrides
+        assert jobs[phase].load_recipe().spt.packed_sequences is False

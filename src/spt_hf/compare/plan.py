@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..training.arguments import RECIPES_DIR, SPT_ONLY_KEYS, find_recipe, load_recipe
+from ..training.arguments import RECIPES_DIR, SPT_ONLY_KEYS, SPT_PHASE_SWITCHES, find_recipe, load_recipe
 from ..training.pipeline import BASELINE_PHASE, phase_budgets, refuse_ignored_max_steps
 from ..training.results import baseline_kind
 from .processes import PhaseProcesses, phase_processes
@@ -265,7 +265,7 @@ def budget_overrides(spec: CompareSpec, keys: dict, spt_recipe: Path, finetune_r
 
 
 def _finetune_keys(overrides: dict) -> dict:
-    return {k: v for k, v in overrides.items() if k not in SPT_ONLY_KEYS}
+    return {k: v for k, v in overrides.items() if k not in SPT_ONLY_KEYS + SPT_PHASE_SWITCHES}
 
 
 def build_plan(spec: CompareSpec) -> Plan:

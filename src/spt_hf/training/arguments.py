@@ -31,6 +31,9 @@ RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 PHASE_FIELDS = {"pooling", "classifier_type", "num_labels", "problem_type", "continuous_loss", "hidden_dropout_prob"}
 # Recipe keys that only the SPT phase reads.
 SPT_ONLY_KEYS = ("objective", "mask_rate", "span_length")
+# SPT switches that a finetuning phase refuses (with the reason) instead of ignoring: `spt-hf run` and `spt-hf compare`
+# give a command-line override of them to the SPT phase alone.
+SPT_PHASE_SWITCHES = ("packed_sequences",)
 
 
 @dataclass
