@@ -129,6 +129,17 @@ class WrapperModel(WrapperPreTrainedModel):
     def set_input_embeddings(self, value: nn.Module) -> None:
         self.embeddings.word_embeddings = value
 
+    @property
+    def supports_packed_sequences(self) -> bool:
+        """Whether restarting position_ids (packed sequences, no attention_mask) keep each sequence to itself, as
+        `SequenceBaseModel.supports_packed_sequences`: a one-direction decoder of PACKED_SEQUENCE_BACKBONES."""
+        return self.config.is_causal and self.backbone_model.spt_layout.model_type in PACKED_SEQUENCE_BACKBONES
+
+    @property
+    def packing_name(self) -> str:
+        direction = "causal" if self.config.is_causal else "bidirectional"
+        return f"spt_backbone ({self.backbone_model.spt_layout.model_type}, {direction})"
+
     def generation_cache(self) -> DynamicCache | None:
         """An empty cache of the backbone's own kind, the one transformers' generate gives its causal LM: a
         `DynamicCache` built from the backbone config (with recurrent-state layers for Mamba-like models). None for a
@@ -210,11 +221,8 @@ class WrapperModel(WrapperPreTrainedModel):
         output_attentions = output_attentions or self.config.output_attentions
         padding_mask = None if current_mask is None else current_mask.to(torch.bool)  # (B, L)
         self._check_padding_side(padding_mask)
-        model_type = self.backbone_model.spt_layout.model_type
-        packs = self.config.is_causal and model_type in PACKED_SEQUENCE_BACKBONES  # one direction, packing masks
-        if position_ids is not None and padding_mask is None and cache is None and not packs:
-            direction = "causal" if self.config.is_causal else "bidirectional"
-            refuse_packed_sequences(position_ids, batch, f"spt_backbone ({model_type}, {direction})")
+        if position_ids is not None and padding_mask is None and cache is None and not self.supports_packed_sequences:
+            refuse_packed_sequences(position_ids, batch, self.packing_name)
         embedded = self.embeddings(input_ids, input_values, mask_positions, inputs_embeds=inputs_embeds)  # (B, L, H)
         run = {"capture": output_hidden_states, "attentions": output_attentions}
         mask = self._backbone_mask(attention_mask, length, cache)

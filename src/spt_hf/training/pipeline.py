@@ -79,18 +79,15 @@ def refuse_unpackable_model(model) -> None:
     """`packed_sequences: true` with a built model that cannot keep packed sequences apart: one line, before any
     training (the recipe was checked already; this also knows spt_backbone's backbone and the attention
     implementation)."""
-    from ..modeling.backbone_adapter import PACKED_SEQUENCE_BACKBONES
     from ..modeling.modeling_backbone import WrapperModel
 
     base, config = model.base_model, model.config
+    keeps_apart = bool(getattr(base, "supports_packed_sequences", False))
     if isinstance(base, WrapperModel):
-        backbone = base.backbone_model.spt_layout.model_type
-        keeps_apart = config.is_causal and backbone in PACKED_SEQUENCE_BACKBONES
-        name = f"spt_backbone ({backbone}, {'causal' if config.is_causal else 'bidirectional'})"
+        name = base.packing_name
         attention = None  # the backbone's own attention reads the positions (transformers' packing support)
     else:
-        keeps_apart, name = bool(getattr(base, "supports_packed_sequences", False)), type(base).__name__
-        attention = config._attn_implementation
+        name, attention = type(base).__name__, config._attn_implementation
     window = getattr(config, "attention_window", None)
     reason = packing_refusal(name, keeps_apart, window, getattr(config, "norm_type", None), attention)
     if reason is not None:
