@@ -89,6 +89,10 @@ def recorded_jobs(out: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
+def text_of(path: Path) -> str:
+    return path.read_text() if path.is_file() else ""
+
+
 def slurm_state(job_id: str) -> str:
     done = subprocess.run(
         ["sacct", "-n", "-X", "-P", "-o", "State", "-j", job_id], capture_output=True, text=True, check=True
@@ -325,9 +329,18 @@ def test_a_time_limit_requeues_the_phase_from_a_checkpoint_saved_on_the_signal(s
     config = tmp_path / "compare.yaml"
     config.write_text(json.dumps({"submitit": {"signal_delay_s": 60}}))
     args = compare_args(out, LONG, "--config", str(config), "--submitit-timeout-min", "2", "--max-parallel", "2")
-    rc, text = run(args, deadline_s=580)
+    process = driver(args)
+    job = wait_for("the SPT job", lambda: recorded_jobs(out).get(spt_id, {}).get("job_id"))
+    # Slurm signals the first attempt 60 s before its 2-minute limit: it saves a checkpoint, stops, requeues itself.
+    saved_on_signal = re.compile(r"SIGUSR2 received: saved (checkpoint-\d+)")
+    wait_for("the checkpoint saved on Slurm's signal", lambda: saved_on_signal.search(text_of(log)), timeout=300)
+    # How many more 60-s attempts the rest needs depends on the machine (a busy one spends most of each starting up),
+    # so the requeued job is given the time to finish, as a user would: `scontrol update JobId=N TimeLimit=...`.
+    subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=30"], check=True)
+    rc, text = finish(process, 600)
     assert rc == 0 and "Traceback" not in text, text
-    saved = re.findall(r"SIGUSR2 received: saved (checkpoint-\d+)", log.read_text())
+    saved = saved_on_signal.findall(log.read_text())
     assert saved and "resuming spt from" in log.read_text(), log.read_text()[-3000:]
+    assert recorded_jobs(out)[spt_id]["job_id"] == job  # the same job, requeued: not a second submission
     print(f"time limit: requeued {len(saved)} time(s), saved {saved}")
     assert_same_models(out, reference)
