@@ -5,12 +5,14 @@ import dataclasses
 import pytest
 import torch
 import yaml
+from helpers import TINY_CONFIGS, TINY_IDS
 
 from spt_hf.cli import main
 from spt_hf.training.arguments import load_recipe
 from spt_hf.training.estimate import (
     GIB,
     PhaseEstimate,
+    ProductShapesOnly,
     count_step,
     estimate_phase,
     estimate_task,
@@ -39,7 +41,7 @@ def tiny_recipe(tmp_path, model_type: str, phase: str = "spt", **values):
         "task": "listops",
         "max_length": 1024,
         "model_type": model_type,
-        **TINY[model_type],
+        **TINY.get(model_type, {}),
         "per_device_train_batch_size": 8,
         "max_steps": 10,
         "output_dir": str(tmp_path / "run"),
@@ -89,6 +91,29 @@ def test_saved_activations_are_the_same_for_the_same_step(tmp_path):
     shapes = [(128, 1), (512, 3), (128, 1), (1024, 3), (128, 1)]  # other steps between the same ones
     counts = [count_step(model, collator, spec, length, batch, torch.device("cpu"))[1] for length, batch in shapes]
     assert counts[0] == counts[2] == counts[4], counts
+
+
+def test_products_are_not_computed_but_shaped():
+    with ProductShapesOnly():
+        product = torch.ones(2, 3) @ torch.ones(3, 4).t().contiguous().t()
+        spectrum = torch.fft.rfft(torch.ones(8, 5), n=16)
+        plain = torch.ones(2) + 1  # element-wise work runs
+    assert product.shape == (2, 4) and not product.any()
+    assert spectrum.shape == (8, 9) and spectrum.dtype == torch.complex64 and not spectrum.any()
+    assert plain.tolist() == [2.0, 2.0]
+
+
+@pytest.mark.parametrize("entry", TINY_CONFIGS, ids=TINY_IDS)
+def test_a_step_without_its_products_computed_counts_what_a_computed_step_counts(tmp_path, entry):
+    """`ProductShapesOnly` gives the products' shapes without computing them: FLOPs and saved bytes equal a computed
+    step's, for the SPT and the classification model of every architecture (padding and masks stay real)."""
+    _, model_type, kwargs = entry
+    values = {"max_length": 64, "hidden_size": 32, "num_hidden_layers": 2, **kwargs}
+    for phase in ("spt", "finetune"):
+        model, collator, spec = built(tiny_recipe(tmp_path, model_type, phase, **values), phase)
+        computed = count_step(model, collator, spec, 16, 2, torch.device("cpu"), compute=True)
+        shapes_only = count_step(model, collator, spec, 16, 2, torch.device("cpu"))
+        assert computed[0] > 0 and shapes_only[:2] == computed[:2], phase
 
 
 @pytest.mark.parametrize("model_type", ["spt_rotary_transformer", "spt_s4"])

@@ -10,6 +10,12 @@ tasks of variable length). Measured on each step:
 - activation memory: the bytes of every distinct storage autograd saves for the backward pass
   (`torch.autograd.graph.saved_tensors_hooks`), parameters excluded.
 
+Both depend on the shapes of the step's tensors, not on their values, so the step's matrix products, convolutions,
+FFTs and fused attention are not computed (`ProductShapesOnly`): each gives zeros of the shape its kernel would. Every
+other operation runs, so whatever the step decides from its data (the masked positions, the padding) is decided as
+in training. The counts equal a computed step's (tests/training/test_estimate.py checks every architecture); the
+measurement takes a fraction of the time (on a CPU, a Transformer's step at 1,024 positions 6-10x less).
+
 Half the difference of the two steps is the cost per example, the rest the cost per batch (what a step computes once
 whatever its batch: an SSM's kernel, MEGA's relative position bias). A phase needs the activations at its
 `per_device_train_batch_size`, plus parameters, gradients and AdamW's two moment buffers (16 bytes per float32
@@ -23,6 +29,7 @@ or fused) adds the quadratic term and kernels or tables sized by the model's max
 extrapolated.
 """
 
+import contextlib
 import copy
 import dataclasses
 import gc
@@ -35,6 +42,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves, tree_map
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
 from ..data import (
@@ -232,16 +241,20 @@ CPU_ATTENTION_FLOPS = {
 }
 
 
-def count_step(model, collator, spec, length: int, batch_size: int, device: torch.device) -> tuple[float, float, float]:
+def count_step(
+    model, collator, spec, length: int, batch_size: int, device: torch.device, compute: bool = False
+) -> tuple[float, float, float]:
     """FLOPs, saved activation bytes (distinct storages, parameters excluded) and seconds of one forward and backward
-    pass at (batch_size, length). The collator is copied: every call draws the same SPT masks. The optimiser step is
-    not taken: its memory is counted per parameter (`BYTES_PER_PARAMETER`), its element-wise work is not counted as
-    FLOPs, and on a CPU its fresh state made it most of a short step's time."""
+    pass at (batch_size, length); its products are computed only with `compute` (`ProductShapesOnly`). The collator
+    is copied: every call draws the same SPT masks. The optimiser step is not taken: its memory is counted per
+    parameter (`BYTES_PER_PARAMETER`), its element-wise work is not counted as FLOPs, and on a CPU its fresh state
+    made it most of a short step's time."""
     model.to(device).train()
     examples = synthetic_examples(spec, length, batch_size)
     batch = {key: value.to(device) for key, value in copy.deepcopy(collator)(examples).items()}
     start = time.perf_counter()
     with (
+        contextlib.nullcontext() if compute else ProductShapesOnly(),
         FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FLOPS) as counter,
         SavedActivations(model) as saved,
     ):
@@ -251,6 +264,55 @@ def count_step(model, collator, spec, length: int, batch_size: int, device: torc
     seconds = time.perf_counter() - start
     model.zero_grad(set_to_none=True)
     return counter.get_total_flops(), saved.peak_bytes, seconds
+
+
+# By operator name: matrix products, convolutions, FFTs, fused attention, and spt_hf's own S4 kernels (the Cauchy sums
+# and the FFT convolution, custom operators that torch sees as one operation each); forward and backward.
+PRODUCTS = {
+    "aten::mm",
+    "aten::bmm",
+    "aten::addmm",
+    "aten::baddbmm",
+    "aten::convolution",
+    "aten::convolution_backward",
+    "aten::_fft_r2c",
+    "aten::_fft_c2r",
+    "aten::_fft_c2c",
+    "aten::_scaled_dot_product_flash_attention_for_cpu",
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+    "spt_hf_v1::paired_cauchy",
+    "spt_hf_v1::paired_cauchy_backward",
+    "spt_hf_v1::fft_conv",
+    "spt_hf_v1::fft_conv_backward",
+}
+
+
+class ProductShapesOnly(TorchDispatchMode):
+    """While entered, the operations of `PRODUCTS` (matrix products, convolutions, FFTs, fused attention, S4's
+    kernels; forward and backward) are not computed: each returns zeros with the shape, strides and dtype that its
+    meta kernel gives. A flop counter entered inside it still counts each product, and autograd still saves its
+    inputs and outputs. An operation without a meta kernel is computed."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func.name() not in PRODUCTS or func._schema.is_mutable:  # (`out=` variants write into their arguments)
+            return func(*args, **kwargs)
+        devices = [leaf.device for leaf in tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+        try:
+            shapes = func(*tree_map(_on_meta, args), **tree_map(_on_meta, kwargs))
+        except (NotImplementedError, RuntimeError):
+            return func(*args, **kwargs)
+        return tree_map(lambda out: _zeros_like(out, devices[0]) if isinstance(out, torch.Tensor) else out, shapes)
+
+
+def _on_meta(value):
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+    return value
+
+
+def _zeros_like(meta: torch.Tensor, device: torch.device) -> torch.Tensor:
+    return torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype, device=device).zero_()
 
 
 class SavedActivations:
