@@ -198,7 +198,7 @@ def test_cli_estimate_and_dry_run(tmp_path, capsys):
     assert "measured on cpu" in out and "A100 GPU-hours" in out and "| spt |" in out and "of 40 GB" in out
     assert main(["spt", "--config", recipe.source, "--dry-run", "--max-measure-length", "512"]) == 0
     out = capsys.readouterr().out
-    assert "extrapolated from 128, 256, 512" in out
+    assert "extrapolated from 128, 256, 512" in out and "1 phase(s), of listops (1024): spt_s4." in out
     assert not (tmp_path / "run").exists()  # nothing trained, nothing written
 
 

@@ -547,8 +547,14 @@ def format_estimates(estimates: list[PhaseEstimate], utilisation: float = DEFAUL
         lines.append(f"{len(unfit)} phase(s) do not fit {unfit[0].device_memory_gb:g} GB at their per-device batch.")
     extrapolated = [e for e in estimates if e.extrapolated_from]
     if extrapolated:
-        names = ", ".join(sorted({f"{e.recipe} ({e.phase})" for e in extrapolated}))
-        lines.append(f"Extrapolated in length (b + a·L + c·L² through three shorter measured steps): {names}.")
+        models: dict[str, set] = {}  # task (length): its model types, one entry for all seeds and phases
+        for e in extrapolated:
+            models.setdefault(f"{e.task} ({e.length})", set()).add(e.model_type)
+        names = "; ".join(f"{task}: {', '.join(sorted(types))}" for task, types in sorted(models.items()))
+        lines.append(
+            f"Extrapolated in length (b + a·L + c·L² through three shorter measured steps): {len(extrapolated)} "
+            f"phase(s), of {names}."
+        )
     return "\n".join(lines)
 
 
