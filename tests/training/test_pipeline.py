@@ -340,3 +340,25 @@ def test_the_pretrained_backbone_route_runs_on_the_backbones_own_tokens(tmp_path
     with pytest.raises(ValueError, match="Masked SPT replaces masked tokens by spt_hf's mask id"):
         masked = {**common, "bidirectional": True, "output_dir": str(tmp_path / "masked")}
         pretrain(load_recipe(write_recipe(tmp_path / "m-spt.yaml", **masked, objective="masked")))
+
+
+def test_finetuning_refuses_a_changed_architecture_and_reads_each_spelling_as_the_config_does(tmp_path):
+    """A finetuning recipe may restate the checkpoint's architecture, in any spelling the config class normalises
+    (MEGA's `chunk_size: -1` is None, as the paper recipes write it), but not change it."""
+    from transformers import AutoConfig
+
+    from spt_hf.training.pipeline import _check_architecture
+
+    AutoConfig.for_model("spt_mega", vocab_size=20, hidden_size=16, chunk_size=None).save_pretrained(tmp_path / "spt")
+
+    def recipe(**values):
+        path = tmp_path / "finetune.yaml"
+        path.write_text(json.dumps({"task": "listops", "model_type": "spt_mega", "hidden_size": 16, **values}))
+        return load_recipe(path, phase="finetune")
+
+    _check_architecture(recipe(chunk_size=-1), str(tmp_path / "spt"))
+    _check_architecture(recipe(chunk_size=None), str(tmp_path / "spt"))
+    with pytest.raises(ValueError, match=r"differs from the checkpoint .*'chunk_size': \(None, 16\)"):
+        _check_architecture(recipe(chunk_size=16), str(tmp_path / "spt"))
+    with pytest.raises(ValueError, match=r"'hidden_size': \(16, 32\)"):
+        _check_architecture(recipe(hidden_size=32), str(tmp_path / "spt"))

@@ -377,16 +377,30 @@ def _check_architecture(recipe: Recipe, source: str) -> None:
         raise ValueError(
             f"{source} holds a {saved.model_type} model but the recipe asks for {recipe.model.model_type}."
         )
+    values = {
+        key: value for key, value in recipe.model_config.items() if key not in PHASE_FIELDS and hasattr(saved, key)
+    }
     clashes = {
         key: (getattr(saved, key), value)
-        for key, value in recipe.model_config.items()
-        if key not in PHASE_FIELDS and hasattr(saved, key) and _differs(getattr(saved, key), value)
+        for key, value in _as_configured(saved, values).items()
+        if _differs(getattr(saved, key), value)
     }
     if clashes:
         raise ValueError(
             f"The recipe's architecture differs from the checkpoint {source} (checkpoint, recipe): {clashes}. "
             "Architecture hyperparameters are identical between SPT and finetuning; remove them from the recipe."
         )
+
+
+def _as_configured(saved, values: dict) -> dict:
+    """The recipe's `values` as the checkpoint's config class stores them (a spelling the class normalises, such as
+    MEGA's `chunk_size: -1` for None, equals the normalised value); a nested config given as a dict stays as given."""
+    plain = {key: value for key, value in values.items() if not isinstance(value, dict)}
+    try:
+        built = type(saved).from_dict({**saved.to_dict(), **plain})
+    except (ValueError, TypeError):  # values the class refuses: compared as given (and refused when the model is built)
+        return values
+    return {key: value if isinstance(value, dict) else getattr(built, key) for key, value in values.items()}
 
 
 def _differs(saved, value) -> bool:
