@@ -48,7 +48,7 @@ def _imdb(root: Path) -> None:
     features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=["neg", "pos"])})
     (root / "plain_text").mkdir(parents=True)
     for split, n in (("train", 10), ("test", 2), ("unsupervised", 1)):
-        texts = [f"review {i} " + "a good film, " * 400 for i in range(n)]  # 5,000+ bytes
+        texts = [f"{split} review {i} " + "a good film, " * 400 for i in range(n)]  # 5,000+ bytes, each split its own
         labels = [i % 2 for i in range(n)] if split != "unsupervised" else [-1] * n
         ds = datasets.Dataset.from_dict(
             {"text": texts, "label": labels}, features=features if split != "unsupervised" else None
