@@ -26,6 +26,7 @@ def run_script(name: str, *args: str, timeout: int = 300) -> list[dict]:
     return lines
 
 
+@pytest.mark.slow  # ~1 min (each layer and side its own process); the bf16 test below stays in the default suite
 def test_bench_layers_reports_speed_agreement_and_churn():
     rows = run_script(
         "bench_layers.py",
@@ -111,6 +112,7 @@ def test_bench_models_compares_against_its_references(length):
         assert ("over_reference" in row) == (row["model"] not in ("s4d", *baselines))
 
 
+@pytest.mark.slow  # ~40 s: lengths of 1024 with and without checkpointing, each in its own process
 def test_bench_long_reports_memory_per_token():
     rows = run_script(
         "bench_long.py",

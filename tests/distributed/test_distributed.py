@@ -72,6 +72,7 @@ def test_parallel_step_equals_single_process_step_on_the_global_batch(mode, tmp_
     print(f"2-process launch {ddp_seconds:.1f} s; the same steps in this process {time.perf_counter() - start:.1f} s")
 
 
+@pytest.mark.slow  # ~1 min: two launched processes train a phase; the DDP/FSDP step tests stay in the default suite
 def test_pipeline_trains_on_two_processes(tmp_path):
     recipe = {
         "task": "digits",

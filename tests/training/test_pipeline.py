@@ -362,3 +362,32 @@ def test_finetuning_refuses_a_changed_architecture_and_reads_each_spelling_as_th
         _check_architecture(recipe(chunk_size=16), str(tmp_path / "spt"))
     with pytest.raises(ValueError, match=r"'hidden_size': \(16, 32\)"):
         _check_architecture(recipe(hidden_size=32), str(tmp_path / "spt"))
+
+
+def test_the_torch_compile_switch_trains_as_eager_and_exports_a_plain_model(tmp_path):
+    """`torch_compile: true` (a transformers TrainingArguments field, so a recipe key of either phase) compiles the
+    phase's model: 20 SPT steps give the eager run's losses, and the exported model is the plain one (no `_orig_mod.`
+    names), which finetuning loads and compiles again. The aot_eager backend (torch.compile's graph capture and
+    autograd, without inductor's C++ code generation, which a CI machine may lack) keeps the test to seconds;
+    benchmarks/bench_compile.py measures inductor."""
+    from safetensors import safe_open
+
+    base = {**LISTOPS, **ARCHITECTURES["transformer"], **TINY_TRAINING, "max_steps": 20, "logging_steps": 1}
+    base.update(eval_steps=10, save_steps=10)
+    compiled = {"torch_compile": True, "torch_compile_backend": "aot_eager"}
+    losses = {}
+    for name, extra in (("eager", {}), ("compiled", compiled)):
+        spt = write_recipe(tmp_path / f"{name}-spt.yaml", **base, **extra, objective="masked", output_dir=str(tmp_path))
+        pretrain(load_recipe(spt))
+        state = json.loads((tmp_path / "spt" / "checkpoint-20" / "trainer_state.json").read_text())
+        losses[name] = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+        if name == "eager":
+            (tmp_path / "spt").rename(tmp_path / "spt-eager")
+    assert len(losses["eager"]) == 20
+    assert losses["compiled"] == pytest.approx(losses["eager"], rel=1e-4)
+    with safe_open(str(tmp_path / "spt" / "model.safetensors"), "pt") as weights:
+        names = list(weights.keys())
+    assert names and not [name for name in names if "_orig_mod" in name]
+    finetuning = write_recipe(tmp_path / "compiled-finetune.yaml", **base, **compiled, output_dir=str(tmp_path))
+    result = finetune(load_recipe(finetuning))
+    assert result["metrics"]["test"]
