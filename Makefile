@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(PY) -m spt_hf demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not slow" --timeout 600
+	$(PY) -m pytest -q -m "not slow" --timeout 600 --durations=20
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m "slow and not slurm" --timeout 3600

@@ -21,6 +21,13 @@ MODELS = {
     "s4": ("spt_s4", {"kernel": "nplr", "state_size": 64}),
     "s4d": ("spt_s4", {"kernel": "diag", "state_size": 64}),
     "dlr": ("spt_dlr", {"state_size": 1024}),
+    "mega": (
+        "spt_mega",
+        {"shared_representation_size": 64, "ema_projection_size": 16, "intermediate_size": 256, "chunk_size": 128},
+    ),
+    "spade": ("spt_spade", {"num_attention_heads": 4, "attention_window": 128, "state_size": 64}),
+    "linformer": ("spt_linformer", {"num_attention_heads": 4, "projected_length": 256}),
+    "performer": ("spt_performer", {"num_attention_heads": 4, "num_random_features": 128}),
 }
 
 
@@ -31,9 +38,9 @@ def build(name: str, d: int, layers: int, length: int):
 
     model_type, extra = MODELS[name]
     kwargs = {"vocab_size": 32, "hidden_size": d, "num_hidden_layers": layers, **extra}
-    if model_type == "spt_rotary_transformer":
-        kwargs["intermediate_size"] = 4 * d
-    else:
+    if model_type in ("spt_rotary_transformer", "spt_spade", "spt_linformer", "spt_performer"):
+        kwargs.setdefault("intermediate_size", 4 * d)
+    if model_type != "spt_rotary_transformer":
         kwargs["max_position_embeddings"] = length
     torch.manual_seed(0)
     return AutoModelForMaskedLM.from_config(AutoConfig.for_model(model_type, **kwargs)).train()
