@@ -301,8 +301,8 @@ class SequenceBaseModel:
         cache (`SequenceCache`): the state to continue from (generation); implies the recurrent path.
         use_cache (`bool`): run position by position through the mixers' recurrent steps and return the `cache`. None
             is False (the parallel pass); generate() passes `config.use_cache`. The recurrent path numbers positions
-            from the cache, so
-            position_ids that restart inside a row (packed sequences, no attention_mask) are refused there.
+            from the cache, so position_ids that restart inside a row (packed sequences, no attention_mask) are
+            refused there.
         output_hidden_states (`bool`): also return the embedding output and every layer's output (the last one after
             the final norm).
         output_attentions (`bool`): also return each attention layer's weights (eager attention).
