@@ -150,6 +150,74 @@ def test_mega_chunked_attention_with_a_chunk_covering_the_input_equals_unchunked
         assert not torch.allclose(small(x, attention_mask=mask)[mask], reference[mask], atol=1e-4)
 
 
+def mega_outputs_and_gradients(mixer, x: torch.Tensor, mask: torch.Tensor, seed: int = 5):
+    """The mixer's output on x in training mode, the gradient of a fixed projection of it with respect to x, and
+    every parameter's gradient."""
+    mixer.train()
+    inputs = x.clone().requires_grad_()
+    torch.manual_seed(seed)  # the same dropout draws on every call
+    out = mixer(inputs, attention_mask=mask)
+    (out[mask] * random(*out[mask].shape, seed=7)).sum().backward()
+    grads = {name: p.grad.clone() for name, p in mixer.named_parameters()}
+    mixer.zero_grad(set_to_none=True)
+    return out, inputs.grad, grads
+
+
+def assert_same_outputs_and_gradients(result, expected) -> None:
+    for got, want in zip(result[:2], expected[:2]):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+    for name, value in expected[2].items():
+        torch.testing.assert_close(result[2][name], value, rtol=0, atol=1e-12, msg=name)
+
+
+@pytest.mark.parametrize("chunk", [None, 9])
+@pytest.mark.parametrize("activation", ["softmax", "laplace"])
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_mega_attention_by_query_blocks_gives_the_same_outputs_and_gradients(
+    bidirectional, activation, chunk, monkeypatch
+):
+    """Queries taken 4 at a time, each block recomputed in the backward pass: the outputs and every gradient equal
+    all queries at once. With attention dropout each block draws its own mask, and its recomputation in the backward
+    pass draws it again: the gradients equal those of the same blocks kept whole by autograd."""
+    from spt_hf.modeling import modeling_mega
+
+    common = {"bidirectional": bidirectional, "attention_activation": activation, "chunk_size": chunk}
+    common["max_position_embeddings"] = 24
+    whole, blocked = mega_mixer(**common), mega_mixer(attention_query_block_size=4, **common)
+    blocked.load_state_dict(whole.state_dict())
+    x, mask = random(3, 19, 16), torch.ones(3, 19, dtype=torch.bool)
+    mask[1, 15:] = False
+    x = x * mask.unsqueeze(-1)
+    expected = mega_outputs_and_gradients(whole, x, mask)
+    assert expected[2]["rel_pos_bias"].abs().sum() > 0
+    assert_same_outputs_and_gradients(mega_outputs_and_gradients(blocked, x, mask), expected)
+
+    blocked.attention_dropout.p = 0.2
+    recomputed = mega_outputs_and_gradients(blocked, x, mask)
+    monkeypatch.setattr(modeling_mega, "checkpoint", lambda function, *args, **kwargs: function(*args))
+    assert_same_outputs_and_gradients(recomputed, mega_outputs_and_gradients(blocked, x, mask))
+    assert not torch.allclose(recomputed[0], expected[0])  # the dropout did drop
+
+
+def test_mega_attention_by_query_blocks_keeps_no_full_score_matrix():
+    """What autograd keeps for the backward pass no longer grows with the square of the length."""
+    from spt_hf.training.estimate import SavedActivations
+
+    def saved(mixer, length: int) -> float:
+        x = random(1, length, 16)
+        with SavedActivations(mixer) as recorder:
+            out = mixer(x)  # alive: its graph holds what was saved
+            saved_bytes = recorder.snapshot()
+        del out
+        return saved_bytes
+
+    common = {"max_position_embeddings": 512, "attention_activation": "laplace"}
+    whole, blocked = mega_mixer(**common).train(), mega_mixer(attention_query_block_size=32, **common).train()
+    assert saved(whole, 512) > 2.5 * saved(whole, 256)  # (L, L) scores, weights, ...
+    assert saved(blocked, 512) < 2.2 * saved(blocked, 256)  # linear in L
+    assert saved(blocked, 512) < saved(whole, 512) / 4
+
+
 def test_mega_chunks_attend_only_within_themselves_and_softmax_rows_sum_to_one():
     mixer = mega_mixer(chunk_size=4)
     q, k, v = random(2, 10, 8, seed=1), random(2, 10, 8, seed=2), random(2, 10, 24, seed=3)

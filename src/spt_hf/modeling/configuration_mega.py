@@ -32,6 +32,12 @@ class MegaConfig(SequenceModelConfig):
             number of visible keys (the LRA image tasks use `"laplace"`).
         attention_dropout (`float`, *optional*, defaults to 0.0):
             Dropout on the attention weights.
+        attention_query_block_size (`int`, *optional*):
+            Compute each chunk's attention for this many queries at a time, each block recomputed in the backward
+            pass (`torch.utils.checkpoint`): the same outputs and gradients, with O(block x chunk) memory per layer
+            instead of O(chunk²), at the cost of a second forward pass of the attention. For full attention over
+            long inputs (LRA PathX: 16,384 positions, one 16K x 16K float32 matrix is 1 GiB per example). `None`:
+            all queries at once.
         max_position_embeddings (`int`, *optional*, defaults to 1024):
             The longest input without chunking: the learned relative position bias covers offsets up to this length
             (up to `chunk_size` with chunking, where any length works).
@@ -55,6 +61,7 @@ class MegaConfig(SequenceModelConfig):
     chunk_size: int | None = None
     attention_activation: str = "softmax"
     attention_dropout: float = 0.0
+    attention_query_block_size: int | None = None
     max_position_embeddings: int = 1024
 
     def __post_init__(self, **kwargs):
@@ -74,6 +81,7 @@ class MegaConfig(SequenceModelConfig):
         chunk = self.chunk_size
         if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool) or chunk <= 0):
             raise ValueError(f"`chunk_size` must be None (no chunking) or a positive integer, got {self.chunk_size!r}.")
+        check_positive_int(self, "attention_query_block_size", optional=True)
         check_choice("attention_activation", self.attention_activation, MEGA_ATTENTION_ACTIVATIONS)
         if not 0.0 <= self.attention_dropout < 1.0:
             raise ValueError(f"`attention_dropout` must be in [0, 1), got {self.attention_dropout}.")

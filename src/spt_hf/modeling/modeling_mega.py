@@ -22,6 +22,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 from transformers import GenerationMixin
 from transformers import initialization as init
 
@@ -192,28 +193,51 @@ class MegaMixer(nn.Module):
             )
         return chunk
 
-    def attention(self, q: Tensor, k: Tensor, v: Tensor, padding_mask: Tensor | None) -> tuple[Tensor, Tensor]:
-        """Single-head attention within chunks: q, k (B, L, z), v (B, L, E) -> (B, L, E) and weights (B, n, c, c).
-        The sequence is padded to n chunks of c positions; padded and (causal) future keys are invisible."""
+    def attention(
+        self, q: Tensor, k: Tensor, v: Tensor, padding_mask: Tensor | None, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """Single-head attention within chunks: q, k (B, L, z), v (B, L, E) -> (B, L, E) and, with `need_weights`,
+        the weights (B, n, c, c). The sequence is padded to n chunks of c positions; padded and (causal) future keys
+        are invisible. With `attention_query_block_size` b < c (and no weights asked for), the queries of each chunk
+        are taken b at a time, each block recomputed in the backward pass: only (B, n, b, c) scores are alive."""
         batch, length, _ = q.shape
         chunk = self._chunk_length(length)
         num = -(-length // chunk)
         pad = num * chunk - length
         real = torch.ones(batch, length, dtype=torch.bool, device=q.device) if padding_mask is None else padding_mask
         q, k, v = (F.pad(t, (0, 0, 0, pad)).view(batch, num, chunk, -1) for t in (q, k, v))  # (B, n, c, .)
-        visible = F.pad(real.to(torch.bool), (0, pad)).view(batch, num, 1, chunk)  # (B, n, 1, c) keys
+        keys_real = F.pad(real.to(torch.bool), (0, pad)).view(batch, num, 1, chunk)  # (B, n, 1, c) keys
+        block = self.config.attention_query_block_size
+        if need_weights or block is None or block >= chunk:
+            out, weights = self._query_block(q, k, v, keys_real, 0)  # (B, n, c, E), (B, n, c, c)
+            return out.reshape(batch, num * chunk, -1)[:, :length], weights if need_weights else None
+        blocks = [
+            checkpoint(
+                self._query_block_output, q[:, :, start : start + block], k, v, keys_real, start, use_reentrant=False
+            )
+            for start in range(0, chunk, block)
+        ]  # each (B, n, b, E)
+        return torch.cat(blocks, dim=2).reshape(batch, num * chunk, -1)[:, :length], None
+
+    def _query_block(self, q: Tensor, k: Tensor, v: Tensor, keys_real: Tensor, start: int) -> tuple[Tensor, Tensor]:
+        """The attention of the queries q (B, n, b, z) at chunk positions start..start+b-1 over the chunk's keys
+        k (B, n, c, z) and values v (B, n, c, E): output (B, n, b, E) and weights (B, n, b, c)."""
+        queries = torch.arange(start, start + q.shape[2], device=q.device)  # (b,) positions in the chunk
+        keys = torch.arange(k.shape[2], device=q.device)  # (c,)
+        visible = keys_real  # (B, n, 1, c)
         if not self.config.bidirectional:
-            visible = visible & torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()  # (B, n, c, c)
-        positions = torch.arange(chunk, device=q.device)
-        bias = relative_bias(self.rel_pos_bias, positions, positions).to(q.dtype)  # (c, c)
-        scores = q @ k.transpose(-1, -2)  # (B, n, c, c)
+            visible = visible & (keys.unsqueeze(0) <= queries.unsqueeze(1))  # (B, n, b, c)
+        bias = relative_bias(self.rel_pos_bias, queries, keys).to(q.dtype)  # (b, c)
+        scores = q @ k.transpose(-1, -2)  # (B, n, b, c)
         if self.config.attention_activation == "softmax":
             scores = scores * self.config.shared_representation_size**-0.5 + bias
         else:  # scores divided by the number of visible keys, as MEGA's element attention
             scores = scores / visible.sum(-1, keepdim=True).clamp(min=1).to(scores.dtype) + bias
-        weights = self._weights(scores, visible.expand_as(scores))  # (B, n, c, c)
-        out = self.attention_dropout(weights) @ v  # (B, n, c, E)
-        return out.reshape(batch, num * chunk, -1)[:, :length], weights
+        weights = self._weights(scores, visible.expand_as(scores))  # (B, n, b, c)
+        return self.attention_dropout(weights) @ v, weights  # (B, n, b, E)
+
+    def _query_block_output(self, q: Tensor, k: Tensor, v: Tensor, keys_real: Tensor, start: int) -> Tensor:
+        return self._query_block(q, k, v, keys_real, start)[0]
 
     def forward(
         self,
@@ -227,7 +251,7 @@ class MegaMixer(nn.Module):
         values = F.silu(self.v_proj(hidden_states))  # (B, L, E)
         u, z, r, hx = self._project(self.dropout(self.ema(hidden_states)))
         q, k = self._queries_keys(z)  # (B, L, z) each
-        mixed, weights = self.attention(q, k, values, attention_mask)  # (B, L, E)
+        mixed, weights = self.attention(q, k, values, attention_mask, need_weights=output_attentions)  # (B, L, E)
         h = F.silu(hx + self.h_proj(mixed * r))  # (B, L, H)
         out = u * (h - residual)  # the block adds x: x + u ⊙ (H - x)
         if not output_attentions:
