@@ -23,7 +23,6 @@ from spt_hf.training.estimate import (
     BYTES_PER_PARAMETER,
     CPU_ATTENTION_FLOPS,
     GIB,
-    default_measure_length,
     estimate_phase,
     estimate_task,
     phase_model_and_collator,
@@ -82,7 +81,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, help="per-device batch of the real steps (default: the recipe's)")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--device_memory_gb", "--device-memory-gb", type=float, default=80.0)
-    parser.add_argument("--max_measure_length", "--max-measure-length", type=int, default=default_measure_length())
+    parser.add_argument("--max_measure_length", "--max-measure-length", type=int)
     args = parser.parse_args()
     device = torch.device(args.device)
     rows = []

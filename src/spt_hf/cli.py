@@ -176,7 +176,8 @@ def add_estimate_arguments(parser: argparse.ArgumentParser, flag: str | None = N
     parser.add_argument(
         *spellings("--max_measure_length"),
         type=int,
-        help="measure longer tasks at this length, its half and quarter; extrapolate (default: 2048 on CPU)",
+        help="measure longer tasks at this length, its half and quarter and extrapolate (faster, approximate; "
+        "default: every task at its full length)",
     )
 
 
@@ -316,12 +317,11 @@ def recipe_command(args, rest: list[str]) -> int:
 
 
 def print_estimate(recipe, args, phase: str) -> int:
-    from .training.estimate import default_measure_length, estimate_phase, format_estimates
+    from .training.estimate import estimate_phase, format_estimates
 
     if phase != "spt":
         phase = "finetune" if recipe.model.model_name_or_path else "scratch"
-    length = args.max_measure_length or default_measure_length()
-    print(format_estimates([estimate_phase(recipe, phase, args.device_memory_gb, length)]))
+    print(format_estimates([estimate_phase(recipe, phase, args.device_memory_gb, args.max_measure_length)]))
     return 0
 
 
@@ -381,10 +381,9 @@ def compare_command(args, rest) -> int:
         raise ValueError("--estimate goes with --dry_run (the estimate of a plan, before anything runs).")
     result = run_compare(CompareSpec(**values), dry_run=args.dry_run)
     if args.estimate:
-        from .training.estimate import default_measure_length, estimate_jobs, format_estimates
+        from .training.estimate import estimate_jobs, format_estimates
 
-        length = args.max_measure_length or default_measure_length()
-        estimates, skipped = estimate_jobs(result.plan, args.device_memory_gb, length)
+        estimates, skipped = estimate_jobs(result.plan, args.device_memory_gb, args.max_measure_length)
         print(format_estimates(estimates))
         for job_id, why in skipped.items():
             print(f"estimate: {job_id}: not estimated: {why}")

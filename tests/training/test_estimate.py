@@ -11,6 +11,7 @@ from spt_hf.cli import main
 from spt_hf.training.arguments import load_recipe
 from spt_hf.training.estimate import (
     GIB,
+    SHAPES_ONLY_FROM,
     PhaseEstimate,
     ProductShapesOnly,
     count_step,
@@ -97,23 +98,45 @@ def test_products_are_not_computed_but_shaped():
     with ProductShapesOnly():
         product = torch.ones(2, 3) @ torch.ones(3, 4).t().contiguous().t()
         spectrum = torch.fft.rfft(torch.ones(8, 5), n=16)
-        plain = torch.ones(2) + 1  # element-wise work runs
+        plain = torch.ones(2) + 1  # element-wise work on a small tensor runs
     assert product.shape == (2, 4) and not product.any()
     assert spectrum.shape == (8, 9) and spectrum.dtype == torch.complex64 and not spectrum.any()
     assert plain.tolist() == [2.0, 2.0]
 
 
+def test_floating_point_work_on_large_tensors_is_shaped_and_decisions_are_computed():
+    large = torch.ones(64, 128)
+    with ProductShapesOnly(min_elements=large.numel()):
+        scaled = large.t() * 3  # a floating result from a large tensor: zeros of the computed one's shape and strides
+        total = large.sum(-1)
+        view = large.t()  # a view stays a view
+        large.add_(1)  # in place: computed
+        positive = large > 0  # a boolean result is computed
+        ids = torch.arange(large.numel()).view(64, 128) + 1  # and an integer one
+        drawn = torch.rand_like(large)  # a random draw is drawn
+        small = torch.ones(4) * 3
+    computed = large.t() * 3
+    assert scaled.shape == computed.shape and scaled.stride() == computed.stride() and not scaled.any()
+    assert total.shape == (64,) and not total.any()
+    assert view.data_ptr() == large.data_ptr() and (large == 2).all()
+    assert positive.all() and ids[-1, -1] == large.numel() and drawn.std() > 0.1
+    assert small.tolist() == [3.0] * 4
+
+
 @pytest.mark.parametrize("entry", TINY_CONFIGS, ids=TINY_IDS)
 def test_a_step_without_its_products_computed_counts_what_a_computed_step_counts(tmp_path, entry):
     """`ProductShapesOnly` gives the products' shapes without computing them: FLOPs and saved bytes equal a computed
-    step's, for the SPT and the classification model of every architecture (padding and masks stay real)."""
+    step's, for the SPT and the classification model of every architecture (padding and masks stay real), both at
+    the default size from which floating-point work is shaped too (none of it here at this size) and with every
+    floating-point operation shaped (`shapes_only_from=0`)."""
     _, model_type, kwargs = entry
     values = {"max_length": 64, "hidden_size": 32, "num_hidden_layers": 2, **kwargs}
     for phase in ("spt", "finetune"):
         model, collator, spec = built(tiny_recipe(tmp_path, model_type, phase, **values), phase)
         computed = count_step(model, collator, spec, 16, 2, torch.device("cpu"), compute=True)
-        shapes_only = count_step(model, collator, spec, 16, 2, torch.device("cpu"))
-        assert computed[0] > 0 and shapes_only[:2] == computed[:2], phase
+        for shapes_only_from in (SHAPES_ONLY_FROM, 0):
+            shapes_only = count_step(model, collator, spec, 16, 2, torch.device("cpu"), False, shapes_only_from)
+            assert computed[0] > 0 and shapes_only[:2] == computed[:2], (phase, shapes_only_from)
 
 
 @pytest.mark.parametrize("model_type", ["spt_rotary_transformer", "spt_s4"])

@@ -22,11 +22,12 @@ whatever its batch: an SSM's kernel, MEGA's relative position bias). A phase nee
 parameter). When that exceeds the device memory, the estimate gives the largest per-device batch, and the
 gradient-accumulation factor, that fit with the recipe's global batch unchanged.
 
-Long tasks on a CPU are measured at three shorter lengths instead (`max_measure_length`, its half and quarter) and
-extrapolated with `b + a·L + c·L²` through them: per-position costs are linear in L, full attention (materialised
-or fused) adds the quadratic term and kernels or tables sized by the model's maximum length a constant one
-(tests/training/test_estimate.py checks the fit against a measurement at full length). Such phases are marked as
-extrapolated.
+Every task is measured at its full length unless asked otherwise: with `max_measure_length`, longer tasks are
+measured at three shorter lengths instead (that length, its half and quarter) and extrapolated with `b + a·L + c·L²`
+through them: per-position costs are linear in L, full attention (materialised or fused) adds the quadratic term and
+kernels or tables sized by the model's maximum length a constant one (tests/training/test_estimate.py checks the fit
+against a measurement at full length). It is approximate where a cost changes shape past the measured lengths (a
+kernel, window or chunk longer than them). Such phases are marked as extrapolated.
 """
 
 import contextlib
@@ -241,11 +242,25 @@ CPU_ATTENTION_FLOPS = {
 }
 
 
+# Element-wise work, reductions, gathers and copies on tensors of at least this many elements are shaped, not computed
+# (`ProductShapesOnly`): the attention scores and activations of long inputs, never the ids, masks and labels that the
+# step's decisions read (integer and boolean results are always computed).
+SHAPES_ONLY_FROM = 4096
+
+
 def count_step(
-    model, collator, spec, length: int, batch_size: int, device: torch.device, compute: bool = False
+    model,
+    collator,
+    spec,
+    length: int,
+    batch_size: int,
+    device: torch.device,
+    compute: bool = False,
+    shapes_only_from: int = SHAPES_ONLY_FROM,
 ) -> tuple[float, float, float]:
     """FLOPs, saved activation bytes (distinct storages, parameters excluded) and seconds of one forward and backward
-    pass at (batch_size, length); its products are computed only with `compute` (`ProductShapesOnly`). The collator
+    pass at (batch_size, length); its products, and its floating-point work on tensors of at least `shapes_only_from`
+    elements, are computed only with `compute` (`ProductShapesOnly`). The collator
     is copied: every call draws the same SPT masks. The optimiser step is not taken: its memory is counted per
     parameter (`BYTES_PER_PARAMETER`), its element-wise work is not counted as FLOPs, and on a CPU its fresh state
     made it most of a short step's time."""
@@ -254,7 +269,7 @@ def count_step(
     batch = {key: value.to(device) for key, value in copy.deepcopy(collator)(examples).items()}
     start = time.perf_counter()
     with (
-        contextlib.nullcontext() if compute else ProductShapesOnly(),
+        contextlib.nullcontext() if compute else ProductShapesOnly(shapes_only_from),
         FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FLOPS) as counter,
         SavedActivations(model) as saved,
     ):
@@ -289,20 +304,44 @@ PRODUCTS = {
 
 class ProductShapesOnly(TorchDispatchMode):
     """While entered, the operations of `PRODUCTS` (matrix products, convolutions, FFTs, fused attention, S4's
-    kernels; forward and backward) are not computed: each returns zeros with the shape, strides and dtype that its
-    meta kernel gives. A flop counter entered inside it still counts each product, and autograd still saves its
-    inputs and outputs. An operation without a meta kernel is computed."""
+    kernels; forward and backward) are not computed, nor any other functional operation on a tensor of at least
+    `min_elements` elements whose results are all floating-point tensors of their own (element-wise work,
+    reductions, gathers, copies; not views, not in-place operations, not random draws): each returns zeros with the
+    shape, strides and dtype that its meta kernel gives. A flop counter entered inside it still counts each product,
+    and autograd still saves the inputs and outputs it saves. An operation without a meta kernel (one whose result's
+    shape depends on its values) is computed, and so is every operation with an integer or boolean result, so the
+    step's data-dependent decisions (masked positions, padding, label selection) are taken as in training."""
+
+    def __init__(self, min_elements: int = SHAPES_ONLY_FROM):
+        super().__init__()
+        self.min_elements = min_elements
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func.name() not in PRODUCTS or func._schema.is_mutable:  # (`out=` variants write into their arguments)
+        schema = func._schema
+        if schema.is_mutable or any(out.alias_info is not None for out in schema.returns):  # in place, `out=`, views
             return func(*args, **kwargs)
-        devices = [leaf.device for leaf in tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+        tensors = [leaf for leaf in tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+        product = func.name() in PRODUCTS
+        if not tensors or not (product or self._large_and_deterministic(func, tensors)):
+            return func(*args, **kwargs)
         try:
             shapes = func(*tree_map(_on_meta, args), **tree_map(_on_meta, kwargs))
         except (NotImplementedError, RuntimeError):
             return func(*args, **kwargs)
-        return tree_map(lambda out: _zeros_like(out, devices[0]) if isinstance(out, torch.Tensor) else out, shapes)
+        outputs = [out for out in tree_leaves(shapes) if isinstance(out, torch.Tensor)]
+        if not product and not (
+            outputs and all(out.dtype.is_floating_point or out.dtype.is_complex for out in outputs)
+        ):
+            return func(*args, **kwargs)
+        return tree_map(
+            lambda out: _zeros_like(out, tensors[0].device) if isinstance(out, torch.Tensor) else out, shapes
+        )
+
+    def _large_and_deterministic(self, func, tensors: list[torch.Tensor]) -> bool:
+        return (
+            torch.Tag.nondeterministic_seeded not in func.tags and max(t.numel() for t in tensors) >= self.min_elements
+        )
 
 
 def _on_meta(value):
@@ -311,7 +350,25 @@ def _on_meta(value):
     return value
 
 
+# numpy's zeros come from calloc: a large block is fresh pages that the OS maps, already zero, only when touched. A
+# torch zeros writes every page at once, which cost a CPU measurement as much as the element-wise work it replaced.
+_NUMPY_DTYPES = {
+    torch.float16: np.float16,
+    torch.float32: np.float32,
+    torch.float64: np.float64,
+    torch.complex64: np.complex64,
+    torch.complex128: np.complex128,
+}
+
+
 def _zeros_like(meta: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Zeros of `meta`'s shape, strides and dtype on `device`, in a storage of the extent a kernel would allocate."""
+    if device.type == "cpu" and meta.dtype in _NUMPY_DTYPES:
+        extent = (
+            0 if meta.numel() == 0 else 1 + sum((size - 1) * stride for size, stride in zip(meta.shape, meta.stride()))
+        )
+        flat = torch.from_numpy(np.zeros(extent, dtype=_NUMPY_DTYPES[meta.dtype]))
+        return flat.as_strided(meta.shape, meta.stride())
     return torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype, device=device).zero_()
 
 
@@ -501,11 +558,6 @@ def recipe_name(source: str | None) -> str:
 
 def estimate_task_paired(recipe: Recipe) -> bool:
     return get_task_spec(recipe.data.task, **recipe.data.task_options).paired
-
-
-def default_measure_length() -> int | None:
-    """Full length on an accelerator; on a CPU, tasks longer than 2048 steps are measured at 512, 1024 and 2048."""
-    return None if torch.cuda.is_available() else 2048
 
 
 def format_estimates(estimates: list[PhaseEstimate], utilisation: float = DEFAULT_UTILISATION) -> str:
