@@ -137,3 +137,30 @@ def write_task_data(task: str, root: Path) -> tuple[Path, dict]:
         WRITERS[task](root)
     assert get_task_spec(task).max_length > 0
     return root, dict(OVERRIDES.get(task, {}))
+
+
+def write_pythia70m_stand_in(folder: Path, recipe_name: str) -> Path:
+    """A stand-in for the Hub checkpoint of a `pythia70m-pretrained` recipe, which a test cannot download: the
+    recipe's `backbone_config` (Pythia-70M's published config) with random weights, and a word-level tokenizer that
+    gives every symbol of the LRA tasks one token (ListOps' operators and digits, the levels 0-255, the Latin-1
+    characters of the byte tasks), as Pythia's tokenizer gives most of them one. Returns the folder."""
+    import torch
+    import yaml
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import AutoConfig, AutoModel, PreTrainedTokenizerFast
+
+    from spt_hf.training.arguments import find_recipe
+
+    backbone = yaml.safe_load(find_recipe(recipe_name).read_text())["backbone_config"]
+    words = ["<|endoftext|>", "<|padding|>", "<unk>", "[", "]", "MAX", "MIN", "MED", "SM"]
+    words += [str(level) for level in range(256)] + [bytes([byte]).decode("latin-1") for byte in range(256)]
+    vocab = {word: index for index, word in enumerate(dict.fromkeys(words))}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()  # "[MAX" -> "[", "MAX"
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, eos_token="<|endoftext|>", pad_token="<|padding|>", unk_token="<unk>"
+    )
+    torch.manual_seed(0)
+    AutoModel.from_config(AutoConfig.for_model(**backbone)).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder

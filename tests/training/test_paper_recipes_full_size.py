@@ -1,16 +1,18 @@
 """Every paper recipe pair trains at full model size and the task's full length through `spt-hf spt` and
 `spt-hf finetune` (two optimiser steps and the final evaluation each), from data files in the task's real format, with
 the per-device batch reduced to fit a CPU; each step's FLOPs and saved activations are compared with the dry run's
-estimate of the same phase at the same batch (FLOPs within 10%, activations within 25%). Slow: minutes per pair.
+estimate of the same phase at the same batch (FLOPs within 10%, activations within 25%). The PathX recipes of the
+SSMs and the linear-memory baselines also take their steps on PathX-256 (65,536 positions). Each phase's peak RSS is
+in the output (`-s`). Slow: minutes per pair.
 
     pytest -m slow tests/training/test_paper_recipes_full_size.py -k "pathx and s4" -s
 """
 
-import resource
 import time
+from pathlib import Path
 
 import pytest
-from paper_data import write_task_data
+from paper_data import write_pythia70m_stand_in, write_task_data
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import TrainerCallback
 
@@ -28,11 +30,29 @@ BATCH = 2
 BATCH_ONE = ("pathx256/", "pathx/mega", "pathx/transformer", "pathx/performer", "pathx/pythia70m")
 
 
-# Pairs whose full-length step does not fit this kind of machine (23 GB, shared), with what was seen.
-TOO_LARGE_FOR_CPU = {
-    "pathx/mega": "one example at 16,384 positions with full attention was killed by the OOM killer at 17.6 GB RSS "
-    "even with gradient checkpointing (the backward pass of one layer holds several 16K x 16K float32 tensors)",
+# PathX recipes whose memory grows linearly with the length, stepped on PathX-256 too (with their overrides: MEGA
+# with the chunks of MEGA-chunk, as its full attention over 65,536 positions is quadratic in compute)
+LINEAR_MEMORY_AT_65K = {
+    "pathx/s4": {},
+    "pathx/dlr": {},
+    "pathx/linformer": {},
+    "pathx/performer": {},
+    "pathx/spade": {},
+    "pathx/mega": {"chunk_size": 128},
 }
+
+
+def reset_peak_rss() -> None:
+    """Start a new peak: Linux resets the process's VmHWM to its current RSS when 5 is written to clear_refs."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def peak_rss_gib() -> float:
+    """The process's peak RSS (VmHWM) since the last `reset_peak_rss`, in GiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 2**20
+    raise KeyError("VmHWM is not in /proc/self/status")
 
 
 class StepMeter(TrainerCallback):
@@ -68,21 +88,16 @@ def run_phase(command: str, recipe_name: str, overrides: dict, meter: StepMeter,
     words = [command, "--config", recipe_name]
     for key, value in overrides.items():
         words += [f"--{key}", str(value)]
+    reset_peak_rss()
     start = time.perf_counter()
     assert main(words) == 0, f"{recipe_name}: spt-hf {command} failed"
     return time.perf_counter() - start
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("pair", PAIRS)
-def test_paper_recipe_pair_trains_at_full_size(pair, tmp_path, monkeypatch, capsys):
-    if "pythia70m-pretrained" in pair:
-        pytest.skip(f"{pair}: needs the Hub weights and tokenizer of EleutherAI/pythia-70m-deduped (issue 21)")
-    if pair in TOO_LARGE_FOR_CPU:
-        pytest.skip(f"{pair}: {TOO_LARGE_FOR_CPU[pair]}")
-    task = pair.split("/")[0]
+def phase_overrides(task: str, tmp_path, batch: int) -> dict:
+    """The overrides of a full-size test phase: the task's data in its real format, two optimiser steps at `batch`,
+    no checkpoints, the final evaluation."""
     data_dir, overrides = write_task_data(task, tmp_path / "data")
-    batch = 1 if pair.startswith(BATCH_ONE) else BATCH
     overrides.update(
         data_dir=data_dir,
         output_dir=tmp_path / "run",
@@ -98,26 +113,47 @@ def test_paper_recipe_pair_trains_at_full_size(pair, tmp_path, monkeypatch, caps
         dataloader_num_workers=0,
         use_cpu="true",
     )
-    report = []
+    return overrides
+
+
+def run_pair(pair: str, overrides: dict, tmp_path, monkeypatch) -> list[tuple[str, str, StepMeter, float, float]]:
+    """`spt-hf spt` then `spt-hf finetune` of the pair from its SPT model: (recipe, phase, meter, seconds, peak RSS
+    GiB) of each, after checking that each took two optimiser steps and wrote its results."""
+    phases = []
     for command, phase in (("spt", "spt"), ("finetune", "finetune")):
         name = f"{pair}-{command}.yaml"
-        phase_overrides = dict(overrides)
+        words = dict(overrides)
         if command == "finetune":
-            phase_overrides["model_name_or_path"] = tmp_path / "run" / "spt"
-            phase_overrides.pop("total_steps")  # an SPT key
+            words["model_name_or_path"] = tmp_path / "run" / "spt"
+            words.pop("total_steps")  # an SPT key
         meter = StepMeter()
-        seconds = run_phase(command, name, phase_overrides, meter, monkeypatch)
+        seconds = run_phase(command, name, words, meter, monkeypatch)
         assert len(meter.steps) == 2, f"{name}: {len(meter.steps)} optimiser steps"
         assert (tmp_path / "run" / phase / "results.json").is_file(), f"{name}: no results.json (no evaluation)"
-        recipe = load_recipe(name, {"per_device_train_batch_size": batch}, phase=phase)
+        phases.append((name, phase, meter, seconds, peak_rss_gib()))
+    return phases
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pair", PAIRS)
+def test_paper_recipe_pair_trains_at_full_size(pair, tmp_path, monkeypatch, capsys):
+    task = pair.split("/")[0]
+    batch = 1 if pair.startswith(BATCH_ONE) else BATCH
+    overrides = phase_overrides(task, tmp_path, batch)
+    shape = {"per_device_train_batch_size": batch}
+    if "pythia70m-pretrained" in pair:  # the Hub checkpoint cannot be downloaded here: a local stand-in of its size
+        stand_in = write_pythia70m_stand_in(tmp_path / "pythia-70m", f"{pair}-spt.yaml")
+        overrides["backbone_name_or_path"] = shape["backbone_name_or_path"] = stand_in
+    report = []
+    for name, phase, meter, seconds, peak in run_pair(pair, overrides, tmp_path, monkeypatch):
+        recipe = load_recipe(name, shape, phase=phase)
         estimate = estimate_phase(recipe, phase, device="cpu")
         flops, saved = meter.steps[-1]
         expected_flops = estimate.flops_per_batch + batch * estimate.flops_per_example
         expected_saved = estimate.activations_at(batch)
-        peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
         report.append(
             f"{name}: {seconds:.0f} s, step FLOPs {flops:.3g} (estimate {expected_flops:.3g}), saved activations "
-            f"{saved / GIB:.2f} GiB (estimate {expected_saved / GIB:.2f}), process peak RSS {peak_gib:.1f} GiB"
+            f"{saved / GIB:.2f} GiB (estimate {expected_saved / GIB:.2f}), peak RSS {peak:.1f} GiB"
         )
         assert flops == pytest.approx(expected_flops, rel=0.10), f"{name}: FLOPs {flops:.3g} vs {expected_flops:.3g}"
         if recipe.training.gradient_checkpointing:  # the meter sees what is kept, not the layer recomputed
@@ -126,5 +162,20 @@ def test_paper_recipe_pair_trains_at_full_size(pair, tmp_path, monkeypatch, caps
             assert saved == pytest.approx(expected_saved, rel=0.25), (
                 f"{name}: saved {saved:.3g} vs {expected_saved:.3g}"
             )
+    with capsys.disabled():
+        print("\n" + "\n".join(report))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pair", sorted(LINEAR_MEMORY_AT_65K))
+def test_pathx_recipe_pair_trains_on_pathx256(pair, tmp_path, monkeypatch, capsys):
+    """The PathX recipe pairs of the SSMs and the linear-memory baselines at 65,536 positions (PathX-256), batch 1:
+    two optimiser steps and the evaluation per phase finish on this machine, their peak RSS in the output."""
+    overrides = phase_overrides("pathx256", tmp_path, 1) | {"task": "pathx256", **LINEAR_MEMORY_AT_65K[pair]}
+    report = [
+        f"{name} on pathx256: {seconds:.0f} s, saved activations {meter.steps[-1][1] / GIB:.2f} GiB, peak RSS "
+        f"{peak:.1f} GiB"
+        for name, _, meter, seconds, peak in run_pair(pair, overrides, tmp_path, monkeypatch)
+    ]
     with capsys.disabled():
         print("\n" + "\n".join(report))
