@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 import torch
 import yaml
-from helpers import TINY_CONFIGS, TINY_IDS
+from helpers import TINY_CONFIGS, TINY_IDS, save_pretrained_backbone
 
 from spt_hf.cli import main
 from spt_hf.training.arguments import load_recipe
@@ -239,3 +239,20 @@ def test_compare_dry_run_estimates_the_plan_once_per_model(tmp_path, capsys, mon
     assert not (tmp_path / "runs" / "digits").exists()
     assert main([*argv, "--output_dir", str(tmp_path / "runs"), "--estimate"]) == 1  # only with --dry_run
     assert "--estimate goes with --dry_run" in capsys.readouterr().err
+
+
+def test_a_task_read_through_a_backbone_tokenizer_is_estimated_at_its_longest(tmp_path):
+    """`backbone_input: tokenizer` (the pythia70m-pretrained recipes): without the data, the inputs are at most the
+    task's length times the most tokens one symbol takes, in the tokenizer's vocabulary."""
+    from transformers import AutoTokenizer
+
+    from spt_hf.data.retokenize import token_table
+
+    folder = save_pretrained_backbone(tmp_path / "backbone")
+    recipe = load_recipe("listops/pythia70m-pretrained-spt.yaml", {"backbone_name_or_path": str(folder)}, phase="spt")
+    spec = estimate_task(recipe).spec
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    listops = load_recipe("listops/pythia70m-spt.yaml", phase="spt")
+    pieces = max(len(ids) for ids in token_table(estimate_task(listops).spec, tokenizer).values())
+    assert pieces >= 1 and spec.max_length == 2048 * pieces
+    assert spec.input_kind == "tokens" and spec.vocab_size == len(tokenizer)

@@ -99,7 +99,16 @@ def retokenize_task(splits: datasets.DatasetDict, spec: TaskSpec, tokenizer, nam
         convert, batched=True, remove_columns=[source], features=features, desc="re-tokenising for the backbone"
     )
     longest = max((len(row) for split in converted.values() for c in columns for row in split[c]), default=1)
-    new_spec = dataclasses.replace(
+    return converted, backbone_spec(spec, tokenizer, name, longest)
+
+
+def backbone_spec(spec: TaskSpec, tokenizer, name: str, max_length: int | None = None) -> TaskSpec:
+    """The spec of the task's inputs in the backbone tokenizer's ids, their longest `max_length`; without it, the
+    longest the task's length allows: its length times the most pieces any one symbol takes (an upper bound, for an
+    estimate made without the data)."""
+    if max_length is None:
+        max_length = spec.max_length * max(len(ids) for ids in token_table(spec, tokenizer).values())
+    return dataclasses.replace(
         spec,
         input_kind="tokens",
         vocab=BackboneVocabulary(len(tokenizer), name),
@@ -107,11 +116,10 @@ def retokenize_task(splits: datasets.DatasetDict, spec: TaskSpec, tokenizer, nam
         normalization=None,
         num_quantized_levels=None,
         spt_target="tokens",
-        max_length=max(longest, 1),
+        max_length=max(max_length, 1),
         append_eos=False,
         storage_dtype="float32",
     )
-    return converted, new_spec
 
 
 def _pieces(table: dict[int, list[int]], value, spec: TaskSpec) -> list[int]:
@@ -121,4 +129,4 @@ def _pieces(table: dict[int, list[int]], value, spec: TaskSpec) -> list[int]:
     return table[value]
 
 
-__all__ = ["BackboneVocabulary", "retokenize_task", "symbol_texts", "token_table"]
+__all__ = ["BackboneVocabulary", "backbone_spec", "retokenize_task", "symbol_texts", "token_table"]

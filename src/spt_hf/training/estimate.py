@@ -56,7 +56,7 @@ from ..data import (
 )
 from ..data.vocab import special_token_ids
 from .arguments import Recipe, spt_bidirectional
-from .task_data import TaskData
+from .task_data import TaskData, backbone_tokenizer_source
 
 # Dense peak throughput (TFLOP/s, no sparsity) from the vendors' data sheets: NVIDIA A100 (SXM) and H100 (SXM).
 PEAK_TFLOPS = {"A100": {"bf16": 312.0, "fp32": 19.5}, "H100": {"bf16": 989.0, "fp32": 67.0}}
@@ -173,7 +173,8 @@ class PhaseEstimate:
 
 
 def estimate_task(recipe: Recipe) -> TaskData:
-    """The recipe's task as the model config needs it (spec only: no data is read)."""
+    """The recipe's task as the model config needs it (spec only: no data is read). Read through a pretrained
+    backbone's tokenizer, its inputs are as long as the task's length times the most tokens any symbol takes."""
     options = dict(recipe.data.task_options)
     if recipe.data.max_length is not None:
         options["max_length"] = recipe.data.max_length
@@ -184,6 +185,16 @@ def estimate_task(recipe: Recipe) -> TaskData:
         spec = dataclasses.replace(
             spec, normalization=Normalization((0.0,) * spec.num_channels, (1.0,) * spec.num_channels)
         )
+    source = backbone_tokenizer_source(recipe)
+    if source is not None:  # `backbone_input: tokenizer`: the task in the backbone's token ids, at its longest
+        from transformers import AutoTokenizer
+
+        from ..data.retokenize import backbone_spec
+        from ..modeling.configuration_backbone import backbone_checkpoint
+
+        with backbone_checkpoint(source):
+            tokenizer = AutoTokenizer.from_pretrained(source)
+        spec = backbone_spec(spec, tokenizer, name=source)
     return TaskData(spec, splits={}, data_dir=None)
 
 
@@ -191,11 +202,6 @@ def phase_model_and_collator(recipe: Recipe, phase: str, task: TaskData):
     """The phase's model (from scratch, as the pipeline builds it) and its collator."""
     from . import pipeline
 
-    if "backbone_name_or_path" in recipe.model_config:
-        raise ValueError(
-            f"{recipe.source}: the model starts from pretrained weights (Hub files); the estimate builds models "
-            "from their config only."
-        )
     spec = task.spec
     if phase == "spt":
         model = pipeline.spt_model(recipe, task)
