@@ -47,12 +47,12 @@ def reset_peak_rss() -> None:
     Path("/proc/self/clear_refs").write_text("5")
 
 
-def peak_rss_gib() -> float:
-    """The process's peak RSS (VmHWM) since the last `reset_peak_rss`, in GiB."""
+def rss_gib(field: str = "VmHWM") -> float:
+    """The process's peak RSS since the last `reset_peak_rss` (VmHWM), or its RSS now (VmRSS), in GiB."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 2**20
-    raise KeyError("VmHWM is not in /proc/self/status")
+    raise KeyError(f"{field} is not in /proc/self/status")
 
 
 class StepMeter(TrainerCallback):
@@ -88,7 +88,6 @@ def run_phase(command: str, recipe_name: str, overrides: dict, meter: StepMeter,
     words = [command, "--config", recipe_name]
     for key, value in overrides.items():
         words += [f"--{key}", str(value)]
-    reset_peak_rss()
     start = time.perf_counter()
     assert main(words) == 0, f"{recipe_name}: spt-hf {command} failed"
     return time.perf_counter() - start
@@ -116,9 +115,9 @@ def phase_overrides(task: str, tmp_path, batch: int) -> dict:
     return overrides
 
 
-def run_pair(pair: str, overrides: dict, tmp_path, monkeypatch) -> list[tuple[str, str, StepMeter, float, float]]:
-    """`spt-hf spt` then `spt-hf finetune` of the pair from its SPT model: (recipe, phase, meter, seconds, peak RSS
-    GiB) of each, after checking that each took two optimiser steps and wrote its results."""
+def run_pair(pair: str, overrides: dict, tmp_path, monkeypatch) -> list[tuple[str, str, StepMeter, float, str]]:
+    """`spt-hf spt` then `spt-hf finetune` of the pair from its SPT model: (recipe, phase, meter, seconds, its peak
+    RSS as text) of each, after checking that each took two optimiser steps and wrote its results."""
     phases = []
     for command, phase in (("spt", "spt"), ("finetune", "finetune")):
         name = f"{pair}-{command}.yaml"
@@ -127,10 +126,12 @@ def run_pair(pair: str, overrides: dict, tmp_path, monkeypatch) -> list[tuple[st
             words["model_name_or_path"] = tmp_path / "run" / "spt"
             words.pop("total_steps")  # an SPT key
         meter = StepMeter()
+        reset_peak_rss()
+        before = rss_gib("VmRSS")  # what earlier phases of this process left allocated
         seconds = run_phase(command, name, words, meter, monkeypatch)
         assert len(meter.steps) == 2, f"{name}: {len(meter.steps)} optimiser steps"
         assert (tmp_path / "run" / phase / "results.json").is_file(), f"{name}: no results.json (no evaluation)"
-        phases.append((name, phase, meter, seconds, peak_rss_gib()))
+        phases.append((name, phase, meter, seconds, f"peak RSS {rss_gib():.1f} GiB ({before:.1f} at its start)"))
     return phases
 
 
@@ -153,7 +154,7 @@ def test_paper_recipe_pair_trains_at_full_size(pair, tmp_path, monkeypatch, caps
         expected_saved = estimate.activations_at(batch)
         report.append(
             f"{name}: {seconds:.0f} s, step FLOPs {flops:.3g} (estimate {expected_flops:.3g}), saved activations "
-            f"{saved / GIB:.2f} GiB (estimate {expected_saved / GIB:.2f}), peak RSS {peak:.1f} GiB"
+            f"{saved / GIB:.2f} GiB (estimate {expected_saved / GIB:.2f}), {peak}"
         )
         if "pythia70m-pretrained" in pair:  # read through a tokenizer: the estimate's length is an upper bound
             assert 0 < flops <= 1.1 * expected_flops, f"{name}: FLOPs {flops:.3g} vs at most {expected_flops:.3g}"
@@ -177,8 +178,7 @@ def test_pathx_recipe_pair_trains_on_pathx256(pair, tmp_path, monkeypatch, capsy
     two optimiser steps and the evaluation per phase finish on this machine, their peak RSS in the output."""
     overrides = phase_overrides("pathx256", tmp_path, 1) | {"task": "pathx256", **LINEAR_MEMORY_AT_65K[pair]}
     report = [
-        f"{name} on pathx256: {seconds:.0f} s, saved activations {meter.steps[-1][1] / GIB:.2f} GiB, peak RSS "
-        f"{peak:.1f} GiB"
+        f"{name} on pathx256: {seconds:.0f} s, saved activations {meter.steps[-1][1] / GIB:.2f} GiB, {peak}"
         for name, _, meter, seconds, peak in run_pair(pair, overrides, tmp_path, monkeypatch)
     ]
     with capsys.disabled():
