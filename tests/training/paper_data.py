@@ -84,10 +84,15 @@ def _speech_commands(root: Path) -> None:
             "label": datasets.ClassLabel(names=words),
         }
     )
-    clip = 0.5 * np.sin(np.arange(16000) / 7.0)  # one second at 16 kHz: the task's full length
     (root / "v0.02").mkdir(parents=True)
-    for split in ("train", "validation", "test"):
-        rows = {"audio": [{"bytes": _wav(clip), "path": f"{w}.wav"} for w in words], "label": list(range(4))}
+    for index, split in enumerate(("train", "validation", "test")):
+        # one second at 16 kHz (the task's full length); each split and word its own clip (finetuning refuses
+        # evaluation clips that SPT saw)
+        clips = [0.5 * np.sin(np.arange(16000) / (7.0 + index + 3 * k)) for k in range(len(words))]
+        rows = {
+            "audio": [{"bytes": _wav(c), "path": f"{w}.wav"} for c, w in zip(clips, words)],
+            "label": list(range(4)),
+        }
         ds = datasets.Dataset.from_dict(rows, features=features).cast_column(
             "audio", datasets.Audio(sampling_rate=16000)
         )
