@@ -125,6 +125,9 @@ def run_pair(pair: str, overrides: dict, tmp_path, monkeypatch) -> list[tuple[st
         if command == "finetune":
             words["model_name_or_path"] = tmp_path / "run" / "spt"
             words.pop("total_steps")  # an SPT key
+        if load_recipe(name, phase=phase).training.lr_scheduler_type == "reduce_lr_on_plateau":
+            # the scheduler reads an evaluation; load_best_model_at_end then needs checkpoints at the same steps
+            words.update(eval_strategy="steps", eval_steps=2, save_strategy="steps", save_steps=2)
         meter = StepMeter()
         reset_peak_rss()
         before = rss_gib("VmRSS")  # what earlier phases of this process left allocated
