@@ -1,18 +1,35 @@
-"""torch.compile against eager: one training step (masked LM, forward + backward + AdamW) of each architecture.
+"""torch.compile against eager: training steps (forward + backward + AdamW) of each architecture, side by side.
 
-Per model: the first compiled call (compilation included), then eager and compiled steps interleaved (A, B, A, B, ...)
-with the same weights and inputs, the ratio of the median step times, and the largest difference of the losses
-and gradients of one step (compiled vs eager, same starting weights). One JSON line per model, then a table.
+Per model: an eager copy and a compiled copy (`torch.compile(fullgraph=True)`, inductor unless `--backend`) of the
+same weights take `--steps` optimiser steps on the same batches, interleaved (eager step i, compiled step i, ...),
+with dropout off in both (a compiled graph draws its own random numbers).
+The compiled copy's first step includes compilation (forward and backward): it is timed on its own. The step times
+are the medians over the steps after `--warmup`, and the losses of the two copies are compared at every step (the
+largest difference over the whole run, so that 20 steps check that the compiled training follows eager's).
+One JSON line per model, then a Markdown table.
 
-    python benchmarks/bench_compile.py                          # d=128, 2 layers, L=1024, B=8, every model
+Three sets of models:
+- `--models NAME ...` at `--d`, `--layers`, `--length`, `--batch` (masked LM, vocabulary 32);
+- `--table tiny`: the tests' table of tiny configs (tests/helpers.py: hidden 32, 2 layers, every architecture and
+  transformers backbone), masked LM at L = 16, B = 3 — what compilation costs and what it does to a step that is
+  all overhead;
+- `--recipes R ...`: paper recipes' phase models at full size (`--length`: the task's full length unless given;
+  `--batch` examples of the phase's own collator), as `spt-hf spt|finetune --torch_compile true` would compile them.
+
+    python benchmarks/bench_compile.py                          # d=128, 2 layers, L=1024, B=8, every named model
     python benchmarks/bench_compile.py --models transformer s4d --length 4096 --steps 5
+    python benchmarks/bench_compile.py --table tiny --steps 20
+    python benchmarks/bench_compile.py --recipes listops/s4-spt.yaml listops/transformer-spt.yaml --batch 2
 """
 
 import argparse
 import copy
 import json
+import os
 import statistics
+import sys
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -29,9 +46,23 @@ MODELS = {
     "linformer": ("spt_linformer", {"num_attention_heads": 4, "projected_length": 256}),
     "performer": ("spt_performer", {"num_attention_heads": 4, "num_random_features": 128}),
 }
+TINY_LENGTH, TINY_BATCH = 16, 3
 
 
-def build(name: str, d: int, layers: int, length: int):
+def masked_batches(ids: torch.Tensor, mask_token_id: int, count: int, attention_mask=None) -> list[dict]:
+    """`count` masked-LM batches of the same token ids, each with its own half of the positions masked."""
+    generator = torch.Generator().manual_seed(1)
+    batches = []
+    for _ in range(count):
+        masked = torch.rand(ids.shape, generator=generator) < 0.5
+        batch = {"input_ids": ids.masked_fill(masked, mask_token_id), "labels": torch.where(masked, ids, -100)}
+        if attention_mask is not None:
+            batch["attention_mask"] = attention_mask
+        batches.append(batch)
+    return batches
+
+
+def named_case(name: str, d: int, layers: int, length: int, batch_size: int, steps: int):
     from transformers import AutoConfig, AutoModelForMaskedLM
 
     import spt_hf  # noqa: F401
@@ -43,14 +74,50 @@ def build(name: str, d: int, layers: int, length: int):
     if model_type != "spt_rotary_transformer":
         kwargs["max_position_embeddings"] = length
     torch.manual_seed(0)
-    return AutoModelForMaskedLM.from_config(AutoConfig.for_model(model_type, **kwargs)).train()
+    model = AutoModelForMaskedLM.from_config(AutoConfig.for_model(model_type, **kwargs))
+    ids = torch.randint(4, 32, (batch_size, length), generator=torch.Generator().manual_seed(0))
+    shape = {"d": d, "layers": layers, "length": length, "batch": batch_size}
+    return name, shape, model, masked_batches(ids, 1, steps)
 
 
-def step_function(model, batch: dict):
+def tiny_cases(steps: int):
+    """The tests' tiny configs (tests/helpers.py, the table every architecture adds itself to)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+    from helpers import TINY_CONFIGS, make_config, make_inputs
+    from transformers import AutoModelForMaskedLM
+
+    for entry in TINY_CONFIGS:
+        config = make_config(entry)
+        torch.manual_seed(0)
+        model = AutoModelForMaskedLM.from_config(config)
+        inputs = make_inputs(config, batch=TINY_BATCH, length=TINY_LENGTH)
+        shape = {"d": config.hidden_size, "layers": config.num_hidden_layers, "length": TINY_LENGTH}
+        batches = masked_batches(inputs["input_ids"], config.mask_token_id, steps, inputs["attention_mask"])
+        yield entry[0], {**shape, "batch": TINY_BATCH}, model, batches
+
+
+def recipe_case(path: str, length: int | None, batch_size: int, steps: int):
+    """A paper recipe's phase model, built as the pipeline builds it, and batches of its own collator."""
+    from spt_hf.training.arguments import load_recipe
+    from spt_hf.training.estimate import estimate_task, phase_model_and_collator, synthetic_examples
+
+    phase = "spt" if path.endswith("-spt.yaml") else "finetune"
+    recipe = load_recipe(path, phase=phase)
+    task = estimate_task(recipe)
+    torch.manual_seed(0)
+    model, collator = phase_model_and_collator(recipe, phase, task)
+    length = length or task.spec.max_length
+    batches = [collator(synthetic_examples(task.spec, length, batch_size, seed=i)) for i in range(steps)]
+    shape = {"d": model.config.hidden_size, "layers": model.config.num_hidden_layers, "length": length}
+    return path, {**shape, "batch": batch_size}, model, batches
+
+
+def trainer(model, batches: list[dict]) -> Callable[[int], float]:
+    """One optimiser step on batch i, as the Trainer's loop takes it; returns the loss."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
-    def step() -> float:
-        loss = model(**batch).loss
+    def step(i: int) -> float:
+        loss = model(**batches[i]).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -59,81 +126,104 @@ def step_function(model, batch: dict):
     return step
 
 
-def one_step_difference(model, compiled_model, batch: dict) -> tuple[float, float]:
-    """|loss| and max |grad| differences of one forward + backward from the same weights."""
-    a, b = model(**batch).loss, compiled_model(**batch).loss
-    a.backward()
-    b.backward()
-    grads = [
-        (p.grad - q.grad).abs().max().item()
-        for p, q in zip(model.parameters(), compiled_model.parameters())
-        if p.grad is not None
-    ]
-    model.zero_grad(set_to_none=True)
-    compiled_model.zero_grad(set_to_none=True)
-    return abs(a.item() - b.item()), max(grads)
+def without_dropout(model):
+    """The model with every dropout at 0: a compiled graph draws its own random numbers, so with dropout the two
+    copies' losses would differ by the masks, not by the compilation."""
+    configs = [model.config, getattr(model.config, "backbone_config", None)]
+    for config in filter(None, configs):
+        for key, value in config.to_dict().items():
+            if "dropout" in key and isinstance(value, float):
+                setattr(config, key, 0.0)
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    return model
 
 
-def bench(name: str, d: int, layers: int, length: int, batch_size: int, steps: int) -> dict:
-    torch.set_num_threads(2)
-    generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(4, 32, (batch_size, length), generator=generator)
-    masked = torch.rand(ids.shape, generator=generator) < 0.5
-    batch = {"input_ids": ids.masked_fill(masked, 1), "labels": torch.where(masked, ids, -100)}
-    eager = build(name, d, layers, length)
+def bench(name: str, shape: dict, model, batches: list[dict], backend: str, warmup: int) -> dict:
+    torch._dynamo.reset()  # each model compiles afresh (the shared layer code would otherwise hit the recompile limit)
+    eager = without_dropout(model).train()
     compiled_copy = copy.deepcopy(eager)
-    compiled = torch.compile(compiled_copy, fullgraph=True)
-    start = time.perf_counter()
-    compiled(**batch).loss.backward()  # compiles forward and backward
-    first_call = time.perf_counter() - start
-    compiled_copy.zero_grad(set_to_none=True)
-    loss_diff, grad_diff = one_step_difference(eager, compiled, batch)
-    run_eager, run_compiled = step_function(eager, batch), step_function(compiled, batch)
-    for _ in range(2):  # warm-up of both
-        run_eager(), run_compiled()
-    times = {"eager": [], "compiled": []}
-    for _ in range(steps):
-        for key, run in (("eager", run_eager), ("compiled", run_compiled)):
+    compiled = torch.compile(compiled_copy, backend=backend, fullgraph=True)
+    run = {"eager": trainer(eager, batches), "compiled": trainer(compiled, batches)}
+    times, losses = {"eager": [], "compiled": []}, {"eager": [], "compiled": []}
+    first_call = 0.0
+    for i in range(len(batches)):
+        for key in ("eager", "compiled"):
             start = time.perf_counter()
-            run()
-            times[key].append(time.perf_counter() - start)
+            losses[key].append(run[key](i))
+            seconds = time.perf_counter() - start
+            if key == "compiled" and i == 0:
+                first_call = seconds  # compiles the forward and the backward
+            elif i >= warmup:
+                times[key].append(seconds)
     eager_s, compiled_s = statistics.median(times["eager"]), statistics.median(times["compiled"])
     pairs = [e / c for e, c in zip(times["eager"], times["compiled"])]
+    loss_diffs = [abs(a - b) for a, b in zip(losses["eager"], losses["compiled"])]
     return {
         "model": name,
-        "d": d,
-        "layers": layers,
-        "length": length,
-        "batch": batch_size,
+        **shape,
+        "parameters": sum(p.numel() for p in eager.parameters()),
+        "backend": backend,
+        "steps": len(batches),
         "first_compiled_call_s": round(first_call, 1),
         "eager_step_s": round(eager_s, 4),
         "compiled_step_s": round(compiled_s, 4),
         "speedup_of_medians": round(eager_s / compiled_s, 3),
         "median_pair_speedup": round(statistics.median(pairs), 3),
-        "loss_diff": loss_diff,
-        "grad_diff": grad_diff,
+        "first_loss": losses["eager"][0],
+        "last_loss": losses["eager"][-1],
+        "max_loss_diff": max(loss_diffs),
+        "last_loss_diff": loss_diffs[-1],
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument(
+        "--models", nargs="+", choices=list(MODELS), help="named models (default: all, if no other set)"
+    )
+    parser.add_argument("--table", choices=["tiny"], help="the tests' table of tiny configs")
+    parser.add_argument("--recipes", nargs="+", default=[], help="paper recipes (their phase models at full size)")
     parser.add_argument("--d", type=int, default=128)
     parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--length", type=int, default=1024)
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=7, help="interleaved timed steps of each")
+    parser.add_argument("--length", type=int, help="named models: default 1024; recipes: the task's full length")
+    parser.add_argument("--batch", type=int, help="default: 8 (named models), 2 (recipes)")
+    parser.add_argument("--steps", type=int, default=9, help="optimiser steps of each copy, the first compiles")
+    parser.add_argument("--warmup", type=int, default=2, help="steps left out of the timing (at least 1)")
+    parser.add_argument("--backend", default="inductor")
+    parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
+    if args.steps <= max(args.warmup, 1):
+        parser.error(f"--steps ({args.steps}) must exceed --warmup ({args.warmup}) so that some steps are timed")
+    torch.set_num_threads(args.threads)
+    models = args.models if args.models is not None else ([] if args.table or args.recipes else list(MODELS))
+
+    def cases():
+        for name in models:
+            yield named_case(name, args.d, args.layers, args.length or 1024, args.batch or 8, args.steps)
+        if args.table == "tiny":
+            yield from tiny_cases(args.steps)
+        for path in args.recipes:
+            yield recipe_case(path, args.length, args.batch or 2, args.steps)
+
     rows = []
-    for name in args.models:
-        rows.append(bench(name, args.d, args.layers, args.length, args.batch, args.steps))
+    for case in cases():
+        rows.append(bench(*case, backend=args.backend, warmup=max(args.warmup, 1)))
         print(json.dumps(rows[-1]), flush=True)
-    print("\n| model | first compiled call s | eager step s | compiled step s | eager / compiled | max grad diff |")
-    print("|---|---|---|---|---|---|")
+    print(
+        f"\n{args.backend}, {args.steps} steps of each, medians over steps {max(args.warmup, 1) + 1}-{args.steps}, "
+        f"{args.threads} threads"
+    )
+    print(
+        "| model | d × layers | L × B | first compiled step s | eager step s | compiled step s | eager / compiled | "
+        "max loss diff |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['model']} | {r['first_compiled_call_s']} | {r['eager_step_s']} | {r['compiled_step_s']} | "
-            f"{r['speedup_of_medians']}× | {r['grad_diff']:.1e} |"
+            f"| {r['model']} | {r['d']} × {r['layers']} | {r['length']} × {r['batch']} | {r['first_compiled_call_s']} "
+            f"| {r['eager_step_s']} | {r['compiled_step_s']} | {r['speedup_of_medians']}× | {r['max_loss_diff']:.1e} |"
         )
 
 
