@@ -113,7 +113,7 @@ def recipe_case(path: str, length: int | None, batch_size: int, steps: int):
 
 
 def trainer(model, batches: list[dict]) -> Callable[[int], float]:
-    """One optimiser step on batch i, as the Trainer's loop takes it; returns the loss."""
+    """One optimiser step on batch i, as the Trainer's loop takes it; returns the loss (`item()` waits for a GPU)."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
     def step(i: int) -> float:
@@ -121,7 +121,10 @@ def trainer(model, batches: list[dict]) -> Callable[[int], float]:
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        return loss.item()
+        value = loss.item()
+        if loss.device.type == "cuda":
+            torch.cuda.synchronize()  # the optimiser step too
+        return value
 
     return step
 
@@ -140,9 +143,10 @@ def without_dropout(model):
     return model
 
 
-def bench(name: str, shape: dict, model, batches: list[dict], backend: str, warmup: int) -> dict:
+def bench(name: str, shape: dict, model, batches: list[dict], backend: str, warmup: int, device: str) -> dict:
     torch._dynamo.reset()  # each model compiles afresh (the shared layer code would otherwise hit the recompile limit)
-    eager = without_dropout(model).train()
+    eager = without_dropout(model).to(device).train()
+    batches = [{key: value.to(device) for key, value in batch.items()} for batch in batches]
     compiled_copy = copy.deepcopy(eager)
     compiled = torch.compile(compiled_copy, backend=backend, fullgraph=True)
     run = {"eager": trainer(eager, batches), "compiled": trainer(compiled, batches)}
@@ -165,6 +169,7 @@ def bench(name: str, shape: dict, model, batches: list[dict], backend: str, warm
         **shape,
         "parameters": sum(p.numel() for p in eager.parameters()),
         "backend": backend,
+        "device": str(device),
         "steps": len(batches),
         "first_compiled_call_s": round(first_call, 1),
         "eager_step_s": round(eager_s, 4),
@@ -193,6 +198,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2, help="steps left out of the timing (at least 1)")
     parser.add_argument("--backend", default="inductor")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
     if args.steps <= max(args.warmup, 1):
         parser.error(f"--steps ({args.steps}) must exceed --warmup ({args.warmup}) so that some steps are timed")
@@ -209,11 +215,11 @@ def main() -> None:
 
     rows = []
     for case in cases():
-        rows.append(bench(*case, backend=args.backend, warmup=max(args.warmup, 1)))
+        rows.append(bench(*case, backend=args.backend, warmup=max(args.warmup, 1), device=args.device))
         print(json.dumps(rows[-1]), flush=True)
     print(
-        f"\n{args.backend}, {args.steps} steps of each, medians over steps {max(args.warmup, 1) + 1}-{args.steps}, "
-        f"{args.threads} threads"
+        f"\n{args.backend} on {args.device}, {args.steps} steps of each, medians over steps "
+        f"{max(args.warmup, 1) + 1}-{args.steps}, {args.threads} threads"
     )
     print(
         "| model | d × layers | L × B | first compiled step s | eager step s | compiled step s | eager / compiled | "

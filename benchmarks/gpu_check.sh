@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# GPU check for a machine with CUDA GPUs, under 10 minutes (the steps' time limits add up to 540 s): installs spt_hf (from local wheels in .whl/ when the network
-# is closed), then on CUDA runs the layer and model benchmarks in fp32 and bf16 autocast at LRA shapes, checks that
-# bf16 training losses stay finite, compares the dry run's estimate (spt-hf estimate) with real full-size steps of
-# one paper recipe per architecture, and runs one DDP and one FSDP step (one process per GPU, or one process on a
-# single GPU). Everything it prints also goes to $OUT (or ./gpu_check_out).
+# GPU check for a machine with CUDA GPUs, under 10 minutes (the steps' time limits add up to 570 s): installs spt_hf
+# (from local wheels in .whl/ when the network is closed), then on CUDA runs the layer and model benchmarks in fp32
+# and bf16 autocast at LRA shapes, checks that bf16 training losses stay finite, compares the dry run's estimate
+# (spt-hf estimate) with real full-size steps of one paper recipe per architecture, times compiled against eager
+# training of two paper recipes, and runs one DDP and one FSDP step (one process per GPU, or one process on a single
+# GPU). Everything it prints also goes to $OUT (or ./gpu_check_out).
 #   bash benchmarks/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +26,7 @@ NGPU=$($PY -c "import torch; print(torch.cuda.device_count())")
 [ "$NGPU" -ge 1 ] || { echo "no CUDA GPU: nothing to check"; exit 1; }
 
 echo "== bf16 training stays finite (200 steps, every architecture and backbone of bench_models.py) =="
-timeout 90 $PY benchmarks/bf16_check.py --device cuda --steps 200 2>&1 | tail -17
+timeout 60 $PY benchmarks/bf16_check.py --device cuda --steps 200 2>&1 | tail -17
 
 # Memory probes start one process each (CUDA start-up included): only for the fp32 model rows.
 for dtype in fp32 bf16; do
@@ -42,6 +43,11 @@ echo "== the dry run's estimate against real steps (one recipe per architecture,
 # Estimate measured on this GPU at full length, then two real steps at the recipe's per-device batch (or the largest
 # that the estimate says fits); memory ratio = peak CUDA allocation / estimate, FLOPs ratio = counted / estimate.
 timeout 150 $PY benchmarks/bench_estimate.py --steps 2 2>&1 | tail -14
+
+echo "== torch.compile against eager, paper size (on 2 CPU cores: MEGA 1.6x, S4 1.2x, the Transformer 1.05x) =="
+# The paper recipes leave torch_compile off until this says whether it pays on a GPU; compilation included.
+timeout 60 $PY benchmarks/bench_compile.py --device cuda --recipes listops/mega-spt.yaml listops/s4-spt.yaml \
+  --batch 16 --steps 8 2>&1 | tail -5
 
 echo "== one DDP step and one FSDP2 step vs one process =="
 NPROC=$(( NGPU >= 2 ? 2 : 1 ))

@@ -138,20 +138,29 @@ def test_bench_compile_compares_compiled_and_eager_steps():
     """Inductor compiles for about 30 s per model on 2 cores: slow (make test-slow)."""
     (row,) = run_script(
         "bench_compile.py",
-        "--models",
-        "s4d",
-        "--d",
-        "16",
-        "--length",
-        "32",
-        "--batch",
-        "2",
-        "--steps",
-        "1",
+        *("--models", "s4d", "--d", "16", "--length", "32", "--batch", "2", "--steps", "4"),
         timeout=900,
     )
     assert row["first_compiled_call_s"] > 0 and row["eager_step_s"] > 0 and row["compiled_step_s"] > 0
-    assert row["grad_diff"] < 1e-4
+    assert row["steps"] == 4 and row["last_loss"] != row["first_loss"]  # the copies trained
+    assert row["max_loss_diff"] < 1e-4
+
+
+@pytest.mark.slow
+def test_bench_compile_runs_the_tiny_table_and_a_paper_recipe():
+    """The tests' table of tiny configs and a recipe's phase model, through AOTAutograd (no code generation)."""
+    rows = run_script(
+        "bench_compile.py",
+        *("--table", "tiny", "--recipes", "listops/mega-finetune.yaml", "--length", "32"),
+        *("--backend", "aot_eager", "--steps", "3", "--threads", "1"),
+        timeout=900,
+    )
+    from helpers import TINY_IDS
+
+    assert [row["model"] for row in rows] == [*TINY_IDS, "listops/mega-finetune.yaml"]
+    assert rows[-1]["layers"] == 6 and rows[-1]["length"] == 32  # the recipe's size, at the length asked
+    # dropout off in both copies (the MEGA recipe's 0.1 would otherwise draw different masks): equal losses
+    assert all(row["max_loss_diff"] < 1e-5 for row in rows), [(r["model"], r["max_loss_diff"]) for r in rows]
 
 
 @pytest.mark.slow
@@ -236,7 +245,13 @@ def test_bench_estimate_compares_estimate_and_real_steps_on_cpu():
 def test_gpu_check_script_parses_and_includes_the_estimate_check():
     script = BENCHMARKS / "gpu_check.sh"
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
-    assert "bench_estimate.py" in script.read_text() and "bf16_check.py" in script.read_text()
+    text = script.read_text()
+    assert all(name in text for name in ("bench_estimate.py", "bf16_check.py", "bench_compile.py --device cuda"))
+    # the time limits of its steps fit one 10-minute device call: the layer and model steps run once per dtype,
+    # the last (distributed) one once for DDP and once for FSDP
+    limits = [int(line.split()[1]) for line in text.splitlines() if line.strip().startswith("timeout ")]
+    assert "for dtype in fp32 bf16" in text and "for mode in ddp fsdp" in text
+    assert sum(limits) + sum(limits[1:3]) + limits[-1] <= 570, limits
 
 
 def test_bf16_check_trains_every_architecture_and_backbone_of_bench_models():
