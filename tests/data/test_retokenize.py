@@ -60,3 +60,16 @@ def test_a_task_is_retokenised_with_its_labels_and_pairs(tokenizer):
         True,
         2,
     )
+
+
+def test_a_continuous_task_is_retokenised_value_by_value(tokenizer):
+    """Image, Pathfinder and digits as values: each 8-bit level becomes its decimal text's tokens, in `input_ids`."""
+    spec = get_task_spec("digits", input_kind="continuous")
+    rows = {"input_values": [[0, 16, 7], [255]], "label": [3, 1]}  # stored as 8-bit levels, steps x channels
+    splits = datasets.DatasetDict(
+        {split: datasets.Dataset.from_dict(rows, features=spec.features()) for split in ("train", "test")}
+    )
+    converted, new_spec = retokenize_task(splits, spec, tokenizer, name="tiny")
+    assert sorted(converted["train"].column_names) == ["input_ids", "label"]
+    assert converted["test"]["input_ids"] == [[WORD["0"], WORD["16"], WORD["7"]], [WORD["255"]]]
+    assert (new_spec.input_kind, new_spec.num_channels, new_spec.max_length) == ("tokens", 1, 3)

@@ -98,7 +98,8 @@ def retokenize_task(splits: datasets.DatasetDict, spec: TaskSpec, tokenizer, nam
     converted = splits.map(
         convert, batched=True, remove_columns=[source], features=features, desc="re-tokenising for the backbone"
     )
-    longest = max((len(row) for split in converted.values() for c in columns for row in split[c]), default=1)
+    targets = ["input_ids"] + (["input_ids_2"] if spec.paired else [])
+    longest = max((len(row) for split in converted.values() for c in targets for row in split[c]), default=1)
     return converted, backbone_spec(spec, tokenizer, name, longest)
 
 
