@@ -3,12 +3,12 @@
 Protocol (docs/benchmarks.md): forward + backward of one layer on (B, L, d) inputs, B = 8; ours and the reference
 hold the same weights, are checked to give the same outputs, and are timed interleaved (A, B, A, B, ...) in one
 process after warm-up steps; we report the ratio of medians, the median of per-pair ratios, the machine lower bound
-(matmul FLOPs / 196 GFLOP/s + FFT FLOPs / 16.7 GFLOP/s) and measured / lower bound. Peak memory is measured for
-each side in a separate subprocess (VmHWM, under an address-space limit), with the minor page faults and system
-CPU time of one steady-state step: the allocation churn of mapping fresh large tensors every step. /proc/stat tells
-how much CPU other processes used during the timed loop; absolute numbers only count when that is below ~5%.
-On a GPU (`--device cuda`, optionally `--dtype bf16` for autocast) the memory is the peak CUDA allocation and the
-CPU lower bound is not reported.
+(matmul FLOPs / the machine's matmul rate + FFT FLOPs / its FFT rate, both measured at start-up) and measured /
+lower bound. Peak memory is measured for each side in a separate subprocess (VmHWM, under an address-space limit),
+with the minor page faults and system CPU time of one steady-state step: the allocation churn of mapping fresh large
+tensors every step. /proc/stat tells how much CPU other processes used during the timed loop; absolute numbers only
+count when that is below ~5%. On a GPU (`--device cuda`, optionally `--dtype bf16` for autocast) the memory is the
+peak CUDA allocation and the CPU lower bound is not reported.
 
     python benchmarks/bench_layers.py --quick
     python benchmarks/bench_layers.py --layers s4 s4d --d 128 --L 1024 4096 16384 --steps 5
@@ -39,8 +39,10 @@ from spt_hf.modeling.modeling_dlr import DLRMixer  # noqa: E402
 from spt_hf.modeling.modeling_s4 import S4Mixer  # noqa: E402
 from spt_hf.modeling.ssm import as_complex  # noqa: E402
 
-MATMUL_FLOPS_PER_S = 196e9  # fp32 matmul, 2 cores (docs/benchmarks.md)
-FFT_FLOPS_PER_S = 16.7e9  # torch.fft.rfft, 2.5 n log2 n per transform
+# The machine's ceilings: measured at start-up (`measure_ceilings`), or with `--recorded_ceilings` those of the AMD EPYC
+# 2-core machine of docs/benchmarks.md, on which the README's ratios were measured.
+RECORDED_CEILINGS = {"matmul_flops_per_s": 196e9, "fft_flops_per_s": 16.7e9}
+CEILINGS = dict(RECORDED_CEILINGS)
 LAYERS = ("s4", "s4-bi", "s4d", "dlr64", "dlr1024", "attention")
 ADDRESS_SPACE_LIMIT = 20 << 30  # an impossible allocation fails fast instead of waking the OOM killer
 
@@ -183,7 +185,29 @@ def _bound(matmul: float, fft: float) -> dict:
     return {
         "matmul_gflop": matmul / 1e9,
         "fft_gflop": fft / 1e9,
-        "seconds": matmul / MATMUL_FLOPS_PER_S + fft / FFT_FLOPS_PER_S,
+        "seconds": matmul / CEILINGS["matmul_flops_per_s"] + fft / CEILINGS["fft_flops_per_s"],
+    }
+
+
+def measure_ceilings(repeats: int = 7) -> dict:
+    """This machine's fp32 rates at the benchmark's thread count (the medians of `repeats` calls after a warm-up): a
+    2048 x 2048 matmul, and rfft of 1024 channels x 16384 counted as 2.5 n log2 n per transform."""
+
+    def rate(fn, flops: float) -> float:
+        for _ in range(2):
+            fn()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return flops / statistics.median(times)
+
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    signal = torch.randn(1024, 16384)
+    return {
+        "matmul_flops_per_s": rate(lambda: torch.mm(a, b), 2 * 2048**3),
+        "fft_flops_per_s": rate(lambda: torch.fft.rfft(signal), 1024 * 2.5 * 16384 * math.log2(16384)),
     }
 
 
@@ -385,6 +409,11 @@ def main() -> None:
     )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
     parser.add_argument("--dtype", default="fp32", choices=list(DTYPES), help="bf16 = autocast (kernels stay fp32)")
+    parser.add_argument(
+        "--recorded_ceilings",
+        action="store_true",
+        help="the bound from the recorded rates of docs/benchmarks.md's machine instead of this machine's, measured",
+    )
     parser.add_argument("--probe", nargs=4, metavar=("LAYER", "D", "L", "SIDE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.probe:
@@ -396,7 +425,11 @@ def main() -> None:
     if args.device == "cpu":  # CUDA reserves a huge virtual address space: no limit there
         resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
     env = {k: os.environ.get(k) for k in ("THP_MEM_ALLOC_ENABLE", "OMP_NUM_THREADS")}
-    print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "env": env}), flush=True)
+    if args.device == "cpu" and not args.recorded_ceilings:
+        CEILINGS.update(measure_ceilings())
+    ceilings = {key: round(value / 1e9, 1) for key, value in CEILINGS.items()}
+    head = {"torch": torch.__version__, "threads": torch.get_num_threads(), "env": env}
+    print(json.dumps({**head, "ceilings_gflop_s": ceilings, "recorded": args.recorded_ceilings}), flush=True)
     results = []
     for layer in args.layers:
         for d in args.d:
@@ -404,6 +437,12 @@ def main() -> None:
                 result = run_one(layer, d, length, args)
                 print(json.dumps(result), flush=True)
                 results.append(result)
+    if args.device == "cpu":
+        source = "recorded (docs/benchmarks.md)" if args.recorded_ceilings else "measured on this machine"
+        print(
+            f"bound: matmul {ceilings['matmul_flops_per_s']} GFLOP/s, FFT {ceilings['fft_flops_per_s']} GFLOP/s, "
+            f"{source}"
+        )
     print(markdown(results))
 
 
