@@ -8,8 +8,16 @@ only, finetunes from it, and trains the same classifier from scratch, with the s
 scratch baseline gets alone). The table gives test accuracy mean ± standard deviation over seeds, the gain paired
 over seeds with its 95% interval and tests, and each side's steps, FLOPs and wall time. Runs on CPU in a few
 minutes, without network; run again, it reuses every finished phase.
+
+Its phases are tiny (hidden 64, 64 positions), too small for two OpenMP threads to pay: the demo runs one phase per
+core at once (as many as its graph allows: each seed's SPT -> finetuning chain beside its scratch baseline), which
+gives each phase one thread through the local launcher. On a 2-core machine (an Intel KVM guest) this took 3.0 min
+idle and 5.0 min beside a CPU-bound process; one phase at a time with 2 threads took 9.6 and 7.6 min, with 1 thread
+4.8 min beside the busy process (benchmarks/bench_threads.py: the demo's step is 1.37x slower with 2 threads than
+with 1, idle).
 """
 
+import os
 import time
 from pathlib import Path
 
@@ -39,6 +47,8 @@ def run_demo(
         recipes_dir="recipes/cpu",
         output_dir=output_dir,
         overrides=dict(overrides or {}),
+        # one phase per core, at most the phases that can run at once (two per architecture and seed)
+        max_parallel=max(1, min(os.cpu_count() or 1, 2 * len(seeds) * len(architectures))),
     )
     result = run_compare(spec)
     root = Path(output_dir)

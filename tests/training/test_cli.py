@@ -182,3 +182,25 @@ def test_recipe_overrides_keep_both_spellings_after_compares_own_options():
         ["compare", "--tasks", "t", "--max_parallel", "2", "--eval_steps", "3"]
     )
     assert args.max_parallel == 2 and parse_overrides(rest) == {"eval_steps": 3}
+
+
+def test_the_demo_runs_one_phase_per_core_as_far_as_its_graph_allows(monkeypatch):
+    """Its phases are too small for two threads to pay: as many at once as cores, each with one thread (the local
+    launcher divides the cores), never more than the graph can run (SPT -> finetuning beside scratch, per seed)."""
+    from spt_hf import demo
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def capture(spec):
+        seen.append(spec)
+        raise Stop
+
+    monkeypatch.setattr(demo, "run_compare", capture)
+    for cores, seeds, expected in ((2, (0, 1, 2), 2), (16, (0, 1, 2), 6), (1, (0,), 1), (None, (0,), 1)):
+        monkeypatch.setattr(demo.os, "cpu_count", lambda cores=cores: cores)
+        with pytest.raises(Stop):
+            demo.run_demo("unused", seeds=seeds)
+        assert seen[-1].max_parallel == expected, (cores, seeds)
