@@ -76,30 +76,28 @@ def retokenize_task(splits: datasets.DatasetDict, spec: TaskSpec, tokenizer, nam
     inputs (tokens over the tokenizer's vocabulary)."""
     table = token_table(spec, tokenizer)
     source = "input_values" if spec.input_kind == "continuous" else "input_ids"
-    columns = [source] + (["input_ids_2"] if spec.paired else [])
+    # each input column and the column of its backbone ids (a continuous task's values become `input_ids`)
+    targets = {source: "input_ids", **({"input_ids_2": "input_ids_2"} if spec.paired else {})}
 
     def convert(batch: dict) -> dict:
-        out = {}
-        for column in columns:
-            target = "input_ids" if column == source else column
-            out[target] = [[piece for value in row for piece in _pieces(table, value, spec)] for row in batch[column]]
-        return out
+        return {
+            target: [[piece for value in row for piece in _pieces(table, value, spec)] for row in batch[column]]
+            for column, target in targets.items()
+        }
 
     features = spec.features()
     features = datasets.Features(
         {
             **{k: v for k, v in features.items() if k != "input_values"},
-            **{
-                column if column != "input_values" else "input_ids": datasets.List(datasets.Value("int32"))
-                for column in columns
-            },
+            **{target: datasets.List(datasets.Value("int32")) for target in targets.values()},
         }
     )
     converted = splits.map(
         convert, batched=True, remove_columns=[source], features=features, desc="re-tokenising for the backbone"
     )
-    targets = ["input_ids"] + (["input_ids_2"] if spec.paired else [])
-    longest = max((len(row) for split in converted.values() for c in targets for row in split[c]), default=1)
+    longest = max(
+        (len(row) for split in converted.values() for target in targets.values() for row in split[target]), default=1
+    )
     return converted, backbone_spec(spec, tokenizer, name, longest)
 
 
