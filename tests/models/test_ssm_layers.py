@@ -1,7 +1,8 @@
 """S4 (NPLR), S4D and DLR layers against independent formulations of the same maths.
 
-Oracles: explicit powers of the dense discretised Ā (NPLR), the complex-exp Vandermonde (S4D), the direct sum of
-exponentials (DLR), step-by-step recurrences of the discretised SSMs, a direct double-loop convolution.
+Oracles: explicit powers of the dense discretised Ā, one at a time (NPLR), S4's truncated generating function of C̃ at
+the roots of unity (NPLR), the complex-exp Vandermonde (S4D), the direct sum of exponentials (DLR), step-by-step
+recurrences of the discretised SSMs, a direct double-loop convolution.
 Everything is tiny (H = 8, N <= 16, L <= 80) and float64 where the comparison is exact.
 """
 
@@ -11,16 +12,28 @@ import pytest
 import torch
 
 import spt_hf.modeling.cauchy as cauchy_module
+import spt_hf.modeling.modeling_s4 as s4_module
 import spt_hf.modeling.ssm as ssm_module
 from spt_hf.modeling.cauchy import paired_cauchy
 from spt_hf.modeling.configuration_dlr import DLRConfig
 from spt_hf.modeling.configuration_s4 import S4Config
 from spt_hf.modeling.modeling_dlr import DLRKernel, DLRMixer
-from spt_hf.modeling.modeling_s4 import S4KernelNPLR, S4Mixer, hippo_legs, hippo_legs_nplr
+from spt_hf.modeling.modeling_s4 import S4KernelNPLR, S4Mixer, hippo_legs, hippo_legs_nplr, squarings
 from spt_hf.modeling.ssm import as_complex, blocked_powers, fft_conv
 
 H, L_MAX = 8, 32
 KINDS = ["nplr", "diag", "dlr"]
+# NPLR's two algorithms, each forced (S4's Cauchy sums wherever the input is within the stored length, or blocked
+# powers at every length) besides the kernels of the other kinds
+ALGORITHMS = ["nplr-cauchy", "nplr-powers", "diag", "dlr"]
+
+
+def use_algorithm(name: str, monkeypatch) -> str:
+    """The kind of `name` (an entry of ALGORITHMS), with NPLR's choice of algorithm forced as named."""
+    if name.startswith("nplr-"):
+        monkeypatch.setattr(s4_module, "_CAUCHY_MAX_WORK", 10**9 if name == "nplr-cauchy" else 0)
+        return "nplr"
+    return name
 
 
 def make_config(kind: str, bidirectional: bool = False, **overrides):
@@ -112,14 +125,49 @@ def test_hippo_legs_nplr_is_legs_in_an_eigenbasis():
         assert torch.allclose(legs, eig, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("algorithm", ["nplr-cauchy", "nplr-powers"])
 @pytest.mark.parametrize("init", ["legs", "random"])
 @pytest.mark.parametrize("bidirectional", [False, True])
-def test_nplr_kernel_equals_dense_powers(init, bidirectional):
-    kernel = make_mixer("nplr", bidirectional, init=init).kernel
+def test_nplr_kernel_equals_dense_powers(algorithm, init, bidirectional, monkeypatch):
+    kernel = make_mixer(use_algorithm(algorithm, monkeypatch), bidirectional, init=init).kernel
     for length in (L_MAX, 20, 2 * L_MAX + 7):  # the stored length, shorter (truncated), longer (C̃ doubled)
         expected = powers_kernel(kernel, length)
         assert kernel(length).shape == (2 if bidirectional else 1, H, length)
         torch.testing.assert_close(kernel(length), expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("algorithm", ["nplr-cauchy", "nplr-powers"])
+@pytest.mark.parametrize("init", ["legs", "random"])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_nplr_kernel_is_the_truncated_generating_function_of_c_tilde(algorithm, init, bidirectional, monkeypatch):
+    """S4's own formulation: at the L-th roots of unity z (L = max_position_embeddings) the DFT of K is
+    C̃ (I - z Ā)⁻¹ B̄ with the stored C̃, with no inverse of I - Ā^L on the way."""
+    kernel = make_mixer(use_algorithm(algorithm, monkeypatch), bidirectional, init=init).kernel
+    transition, input_vec, _ = ssm_oracle(kernel)
+    c_tilde = full_pairs(as_complex(kernel.C))  # (nd, H, N)
+    z = torch.exp(-2j * math.pi * torch.arange(L_MAX, dtype=torch.float64) / L_MAX)  # (L,)
+    eye = torch.eye(transition.shape[-1], dtype=transition.dtype)
+    resolvent = torch.linalg.solve(eye - z[:, None, None, None] * transition, input_vec[..., None])[..., 0]
+    expected = torch.einsum("chn,lhn->chl", c_tilde, resolvent)  # (nd, H, L)
+    torch.testing.assert_close(torch.fft.fft(kernel(L_MAX).to(expected.dtype)), expected, rtol=0, atol=1e-12)
+
+
+def test_nplr_powers_of_a_fast_decaying_system_hold_no_subnormal_floats():
+    """Large steps make Ā^(2^k) underflow; the squarings flush entries whose products would be subnormal (slow on
+    CPUs) instead, forward and backward, and the float32 kernel still equals the float64 one."""
+    mixer = make_mixer("nplr", dtype=torch.float32, time_step_min=0.5, time_step_max=1.0)
+    transition, _ = mixer.kernel.discretize(torch.float32)
+    powers = squarings(transition.detach().requires_grad_(), 12)
+    smallest = math.sqrt(torch.finfo(torch.float32).tiny)
+    assert powers[-1].abs().max() < smallest  # the decay reaches the range that is flushed
+    for power in powers:
+        assert ((power == 0) | (power.abs() >= smallest)).all()
+    tiny_grad = torch.full_like(powers[2], 1e-25)  # a gradient that small is flushed before the product's backward
+    (grad,) = torch.autograd.grad(powers[2], powers[1], grad_outputs=tiny_grad)
+    assert (grad == 0).all()
+    kernel32 = mixer.kernel(4 * L_MAX)
+    kernel64 = mixer.kernel.double()(4 * L_MAX)
+    torch.testing.assert_close(kernel32.double(), kernel64, rtol=0, atol=2e-5 * kernel64.abs().max().item())
 
 
 @pytest.mark.parametrize("bidirectional", [False, True])
@@ -152,13 +200,13 @@ def test_blocked_powers_equal_powers():
         torch.testing.assert_close(table, expected, rtol=1e-12, atol=1e-12)
 
 
-def test_kernels_are_float32_and_close_to_float64():
-    for kind in KINDS:
-        mixer = make_mixer(kind, bidirectional=True, dtype=torch.float32)
-        kernel32 = mixer.kernel(L_MAX)
-        kernel64 = mixer.kernel.double()(L_MAX)
-        assert kernel32.dtype == torch.float32
-        torch.testing.assert_close(kernel32.double(), kernel64, rtol=0, atol=2e-5 * kernel64.abs().max().item())
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_kernels_are_float32_and_close_to_float64(algorithm, monkeypatch):
+    mixer = make_mixer(use_algorithm(algorithm, monkeypatch), bidirectional=True, dtype=torch.float32)
+    kernel32 = mixer.kernel(L_MAX)
+    kernel64 = mixer.kernel.double()(L_MAX)
+    assert kernel32.dtype == torch.float32
+    torch.testing.assert_close(kernel32.double(), kernel64, rtol=0, atol=2e-5 * kernel64.abs().max().item())
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -188,14 +236,15 @@ def test_fft_conv_gradcheck_across_chunks(monkeypatch):
             assert torch.autograd.gradcheck(fft_conv, (u, kernel, D), fast_mode=True)
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_kernel_gradcheck(kind):
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_kernel_gradcheck(algorithm, monkeypatch):
+    kind = use_algorithm(algorithm, monkeypatch)
     extra = {} if kind == "dlr" else {"n_ssm": None}
     kernel = make_mixer(kind, bidirectional=True, state_size=4, hidden_size=2, **extra).kernel
     names = [name for name, _ in kernel.named_parameters()]
     values = tuple(p.detach().clone().requires_grad_() for p in kernel.parameters())
 
-    for length in (11, 2 * L_MAX + 3):  # NPLR: within the stored length, and through the C̃ doubling
+    for length in (11, 2 * L_MAX + 3):  # NPLR: within the stored length, and longer
 
         def run(*params, length=length):
             return torch.func.functional_call(kernel, dict(zip(names, params)), (length,))

@@ -25,8 +25,9 @@ class S4Config(SequenceModelConfig):
             (feature h uses copy h mod n_ssm). Must divide `hidden_size`. None (the official S4 default) means
             `hidden_size`: every feature has its own; Δ and C are always per feature.
         kernel (`str`, *optional*, defaults to `"nplr"`):
-            `"nplr"`: the original S4 kernel, A = Λ - P Pᴴ (normal plus low rank), bilinear discretisation,
-            Cauchy kernel + Woodbury correction at the roots of unity. `"diag"`: S4D, diagonal A, same bilinear
+            `"nplr"`: the original S4 kernel, A = Λ - P Pᴴ (normal plus low rank), bilinear discretisation; the
+            kernel C Ā^l B̄ from S4's Cauchy kernel + Woodbury correction at the roots of unity when short, by
+            blocked powers of the discretised state matrix when long (the same kernel, exact either way). `"diag"`: S4D, diagonal A, same bilinear
             discretisation, blocked Vandermonde kernel.
         init (`str`, *optional*, defaults to `"legs"`):
             `"legs"`: structured HiPPO-LegS initialisation (NPLR: Λ, P, B from diagonalising LegS + P Pᵀ; diag:
@@ -37,9 +38,8 @@ class S4Config(SequenceModelConfig):
         time_step_max (`float`, *optional*, defaults to 0.1):
             Upper end of the log-uniform initialisation of Δ.
         max_position_embeddings (`int`, *optional*, defaults to 1024):
-            NPLR: the length L for which C is stored as C̃ = (I - Ā^L) C; the kernel is computed at this length for
-            any shorter input, and longer inputs double it as often as needed (exact, slower). S4D computes its
-            kernel at the input length and only records this value.
+            NPLR: the length L for which C is stored as C̃ = (I - Ā^L) C (S4's parameterisation); the kernel is
+            computed at the input length, shorter or longer. S4D only records this value.
         ssm_learning_rate (`float`, *optional*, defaults to 1e-3):
             Learning rate of Λ, P and B (weight decay 0). None: the global learning rate. Δ always uses the global
             learning rate with weight decay 0; C and D are ordinary parameters.
