@@ -27,8 +27,8 @@ class S4Config(SequenceModelConfig):
         kernel (`str`, *optional*, defaults to `"nplr"`):
             `"nplr"`: the original S4 kernel, A = Λ - P Pᴴ (normal plus low rank), bilinear discretisation; the
             kernel C Ā^l B̄ from S4's Cauchy kernel + Woodbury correction at the roots of unity when short, by
-            blocked powers of the discretised state matrix when long (the same kernel, exact either way). `"diag"`: S4D, diagonal A, same bilinear
-            discretisation, blocked Vandermonde kernel.
+            blocked powers of the discretised state matrix when long (the same kernel, exact either way).
+            `"diag"`: S4D, diagonal A, same bilinear discretisation, blocked Vandermonde kernel.
         init (`str`, *optional*, defaults to `"legs"`):
             `"legs"`: structured HiPPO-LegS initialisation (NPLR: Λ, P, B from diagonalising LegS + P Pᵀ; diag:
             S4D-Lin, Λ_n = -1/2 + iπn, B = 1). `"random"`: the paper's ablation, s4's `dplr(scaling="random")`:
