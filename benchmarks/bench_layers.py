@@ -424,7 +424,7 @@ def main() -> None:
     torch.set_num_threads(2)
     if args.device == "cpu":  # CUDA reserves a huge virtual address space: no limit there
         resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
-    env = {k: os.environ.get(k) for k in ("THP_MEM_ALLOC_ENABLE", "OMP_NUM_THREADS")}
+    env = {k: os.environ.get(k) for k in ("THP_MEM_ALLOC_ENABLE", "OMP_NUM_THREADS", "GLIBC_TUNABLES")}
     if args.device == "cpu" and not args.recorded_ceilings:
         CEILINGS.update(measure_ceilings())
     ceilings = {key: round(value / 1e9, 1) for key, value in CEILINGS.items()}

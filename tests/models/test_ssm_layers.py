@@ -170,6 +170,24 @@ def test_nplr_powers_of_a_fast_decaying_system_hold_no_subnormal_floats():
     torch.testing.assert_close(kernel32.double(), kernel64, rtol=0, atol=2e-5 * kernel64.abs().max().item())
 
 
+def test_nplr_powers_export_and_compile_without_graph_breaks(monkeypatch):
+    """The blocked powers (tiny configs take the Cauchy path in the model-contract tests) under torch.export and
+    under torch.compile(fullgraph=True) with AOTAutograd, forward and backward as in eager mode."""
+    use_algorithm("nplr-powers", monkeypatch)
+    mixer = make_mixer("nplr", bidirectional=True, dtype=torch.float32)
+    x = torch.randn(2, 20, H)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.export.export(mixer, (x,)).module()(x), mixer(x), rtol=1e-6, atol=1e-6)
+    torch._dynamo.reset()
+    compiled = torch.compile(
+        make_mixer("nplr", bidirectional=True, dtype=torch.float32), backend="aot_eager", fullgraph=True
+    )
+    x.requires_grad_()
+    (grad,) = torch.autograd.grad(mixer(x).square().sum(), x)
+    (compiled_grad,) = torch.autograd.grad(compiled(x).square().sum(), x)
+    torch.testing.assert_close(compiled_grad, grad, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_s4d_kernel_equals_complex_exp_vandermonde(bidirectional):
     kernel = make_mixer("diag", bidirectional).kernel

@@ -3,7 +3,8 @@
 `paired_cauchy` evaluates the sums  k[m, h, k] = Σ_n v[m, h, n] / (τ_k - μ[h, n])  over both members of each
 conjugate pair at the rfft bins of the kernel's length. The (H, N/2, F) Cauchy matrix is never materialised: it is
 built chunk by chunk (features x frequencies) in a reused buffer and consumed by one matmul, and the backward
-recomputes each chunk instead of saving it. `modeling_s4.S4KernelNPLR` is its only caller. Its tests live in
+recomputes each chunk instead of saving it. `modeling_s4.S4KernelNPLR` is its only caller, for short kernels (long ones
+take blocked powers of Ā there). Its tests live in
 tests/models/test_ssm_layers.py: `test_nplr_kernel_equals_dense_powers` compares the whole NPLR kernel with the
 explicit powers C Ā^l B̄ of the dense discretised state matrix (the dense reference), and
 `test_paired_cauchy_gradcheck_across_chunks` checks this function's backward across chunk boundaries.
