@@ -139,6 +139,20 @@ def test_a_step_without_its_products_computed_counts_what_a_computed_step_counts
             assert computed[0] > 0 and shapes_only[:2] == computed[:2], (phase, shapes_only_from)
 
 
+def test_the_long_s4_kernel_counts_without_its_products_computed(tmp_path, monkeypatch):
+    """S4's blocked-powers kernel (long kernels) solves (I - Ā^L)ᵀ Cᵀ = C̃ᵀ: shaped, not computed, that solve sees a
+    zero matrix, so solves are among the products that are shaped without being run."""
+    import spt_hf.modeling.modeling_s4 as s4_module
+
+    monkeypatch.setattr(s4_module, "_CAUCHY_MAX_WORK", 0)  # the powers at every length
+    recipe = tiny_recipe(tmp_path, "spt_s4", phase="spt", max_length=64, kernel="nplr", state_size=64)
+    model, collator, spec = built(recipe, "spt")
+    computed = count_step(model, collator, spec, 16, 2, torch.device("cpu"), compute=True)
+    for shapes_only_from in (SHAPES_ONLY_FROM, 0):
+        shapes_only = count_step(model, collator, spec, 16, 2, torch.device("cpu"), False, shapes_only_from)
+        assert computed[0] > 0 and shapes_only[:2] == computed[:2], shapes_only_from
+
+
 @pytest.mark.parametrize("model_type", ["spt_rotary_transformer", "spt_s4"])
 def test_costs_per_example_and_per_batch_predict_a_larger_batch(tmp_path, model_type):
     """Measured at batch 1 and 2, the split into per-example and per-batch costs predicts batch 5."""

@@ -287,9 +287,12 @@ def count_step(
     return counter.get_total_flops(), saved.peak_bytes, seconds
 
 
-# By operator name: matrix products, convolutions, FFTs, fused attention, and spt_hf's own S4 kernels (the Cauchy sums
-# and the FFT convolution, custom operators that torch sees as one operation each); forward and backward.
+# By operator name: matrix products and linear solves, convolutions, FFTs, fused attention, and spt_hf's own S4 kernels
+# (the Cauchy sums and the FFT convolution, custom operators that torch sees as one operation each); forward and
+# backward.
 PRODUCTS = {
+    "aten::_linalg_solve_ex",
+    "aten::linalg_lu_solve",
     "aten::mm",
     "aten::bmm",
     "aten::addmm",
@@ -309,8 +312,8 @@ PRODUCTS = {
 
 
 class ProductShapesOnly(TorchDispatchMode):
-    """While entered, the operations of `PRODUCTS` (matrix products, convolutions, FFTs, fused attention, S4's
-    kernels; forward and backward) are not computed, nor any other functional operation on a tensor of at least
+    """While entered, the operations of `PRODUCTS` (matrix products and solves, convolutions, FFTs, fused attention,
+    S4's kernels; forward and backward) are not computed, nor any other functional operation on a tensor of at least
     `min_elements` elements whose results are all floating-point tensors of their own (element-wise work,
     reductions, gathers, copies; not views, not in-place operations, not random draws): each returns zeros with the
     shape, strides and dtype that its meta kernel gives. A flop counter entered inside it still counts each product,
