@@ -283,7 +283,7 @@ class S4KernelNPLR(S4KernelBase):
         """Blocked powers of Ā on the real basis (class docstring), at the input length."""
         dtype = compute_dtype(self.log_dt)
         transition, input_vec = self.discretize(dtype)  # (H, N, N), (H, N)
-        block_bits = (math.isqrt(length - 1) + 1 - 1).bit_length() if length > 1 else 0  # c = 2^b >= √length
+        block_bits = math.isqrt(length - 1).bit_length()  # c = 2^b >= ⌈√length⌉ = isqrt(length - 1) + 1
         row_bits = (-(-length // (1 << block_bits)) - 1).bit_length()  # 2^r blocks of c cover the length
         powers = squarings(transition, max(block_bits + row_bits, self.max_length.bit_length()))
         states = input_vec.unsqueeze(-1)  # Ā^j B̄, j < 2^k: (H, N, 2^k)
