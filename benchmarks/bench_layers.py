@@ -4,11 +4,15 @@ Protocol (docs/benchmarks.md): forward + backward of one layer on (B, L, d) inpu
 hold the same weights, are checked to give the same outputs, and are timed interleaved (A, B, A, B, ...) in one
 process after warm-up steps; we report the ratio of medians, the median of per-pair ratios, the machine lower bound
 (matmul FLOPs / the machine's matmul rate + FFT FLOPs / its FFT rate, both measured at start-up) and measured /
-lower bound. Peak memory is measured for each side in a separate subprocess (VmHWM, under an address-space limit),
-with the minor page faults and system CPU time of one steady-state step: the allocation churn of mapping fresh large
-tensors every step. /proc/stat tells how much CPU other processes used during the timed loop; absolute numbers only
-count when that is below ~5%. On a GPU (`--device cuda`, optionally `--dtype bf16` for autocast) the memory is the
-peak CUDA allocation and the CPU lower bound is not reported.
+lower bound. For the SSM layers, the floor is the time of the same FFTs and GEMMs run alone at the layer's shapes
+(`primitive_floor`): floor / bound says how near torch's own transforms and GEMMs come to the bound there, ours /
+floor what the rest of the layer (kernel, pointwise work, layout) costs on top; the kernel's own forward + backward
+is timed apart (kernel / bound). Peak memory is measured for each side
+in a separate subprocess (VmHWM, under an address-space limit), with the minor page faults and system CPU time of one
+steady-state step: the allocation churn of mapping fresh large tensors every step. /proc/stat tells how much CPU
+other processes used during the timed loop; absolute numbers only count when that is below ~5%. On a GPU
+(`--device cuda`, optionally `--dtype bf16` for autocast) the memory is the peak CUDA allocation and the CPU lower
+bound is not reported.
 
     python benchmarks/bench_layers.py --quick
     python benchmarks/bench_layers.py --layers s4 s4d --d 128 --L 1024 4096 16384 --steps 5
@@ -189,6 +193,64 @@ def _bound(matmul: float, fft: float) -> dict:
     }
 
 
+def primitive_floor(layer: str, batch: int, d: int, length: int, repeats: int = 5) -> dict | None:
+    """Seconds of the transforms and GEMMs an SSM layer cannot avoid, run alone at the layer's own shapes: the four
+    FFT passes the bound counts (rfft of the padded input and of the padded gradient, irfft of both products) over
+    the convolution's chunks, and the output Linear's three GEMMs (forward, input and weight gradients), all into
+    preallocated buffers. No kernel, no pointwise work: what the layer's time would be if everything else were free.
+    None for attention (no FFT; its bound is the GEMMs alone)."""
+    if layer == "attention":
+        return None
+    from spt_hf.modeling import ssm
+
+    chunks = ssm._chunks(batch, d, length, torch.device("cpu"))
+    b, h = (chunks[0][0].stop - chunks[0][0].start), (chunks[0][1].stop - chunks[0][1].start)
+    signal = torch.randn(b, h, 2 * length)
+    spectrum = torch.fft.rfft(signal)
+    rows, weight = torch.randn(batch * length, d), torch.randn(2 * d, d)
+    z, grad_z = torch.empty(batch * length, 2 * d), torch.randn(batch * length, 2 * d)
+    grad_x, grad_w = torch.empty(batch * length, d), torch.empty(2 * d, d)
+
+    def ffts() -> float:
+        start = time.perf_counter()
+        for _ in chunks:
+            for _ in range(2):  # forward, then backward
+                torch.fft.rfft(signal, out=spectrum)
+                torch.fft.irfft(spectrum, n=2 * length, out=signal)
+        return time.perf_counter() - start
+
+    def gemms() -> float:
+        start = time.perf_counter()
+        torch.mm(rows, weight.T, out=z)
+        torch.mm(grad_z, weight, out=grad_x)
+        torch.mm(grad_z.T, rows, out=grad_w)
+        return time.perf_counter() - start
+
+    for _ in range(2):
+        ffts(), gemms()
+    fft_s = statistics.median(ffts() for _ in range(repeats))
+    gemm_s = statistics.median(gemms() for _ in range(repeats))
+    return {"seconds": fft_s + gemm_s, "fft_s": fft_s, "gemm_s": gemm_s}
+
+
+def kernel_seconds(module: nn.Module, length: int, repeats: int = 5) -> float | None:
+    """Median seconds of the SSM kernel's own forward + backward (it does not depend on the batch); None without one."""
+    kernel = getattr(module, "kernel", None)
+    if kernel is None:
+        return None
+
+    def step() -> float:
+        module.zero_grad(set_to_none=True)
+        start = time.perf_counter()
+        k = kernel(length)
+        k.backward(torch.ones_like(k))
+        return time.perf_counter() - start
+
+    for _ in range(2):
+        step()
+    return statistics.median(step() for _ in range(repeats))
+
+
 def measure_ceilings(repeats: int = 7) -> dict:
     """This machine's fp32 rates at the benchmark's thread count (the medians of `repeats` calls after a warm-up): a
     2048 x 2048 matmul, and rfft of 1024 channels x 16384 counted as 2.5 n log2 n per transform, the best of taking
@@ -360,6 +422,14 @@ def run_one(layer: str, d: int, length: int, args) -> dict:
     if bound is not None:
         result.update(lower_bound_s=bound["seconds"], ours_over_bound=median_ours / bound["seconds"])
         result.update(matmul_gflop=round(bound["matmul_gflop"], 2), fft_gflop=round(bound["fft_gflop"], 2))
+        floor = primitive_floor(layer, args.batch, d, length)
+        if floor is not None:
+            result.update(floor_s=floor["seconds"], floor_fft_s=floor["fft_s"], floor_gemm_s=floor["gemm_s"])
+            result.update(floor_over_bound=floor["seconds"] / bound["seconds"])
+            result["ours_over_floor"] = median_ours / floor["seconds"]
+        kernel_s = kernel_seconds(ours, length)
+        if kernel_s is not None:
+            result.update(kernel_s=kernel_s, kernel_over_bound=kernel_s / bound["seconds"])
     if reference is not None:
         median_ref = statistics.median(timing["reference"])
         pairs = [r / o for r, o in zip(timing["reference"], timing["ours"])]
@@ -377,8 +447,8 @@ def run_one(layer: str, d: int, length: int, args) -> dict:
 def markdown(results: list[dict]) -> str:
     head = (
         "| layer | d | L | ours tok/s | ref tok/s | speedup (medians / pairs) | ours / bound | ref / bound "
-        "| peak MiB ours / ref | page faults per step ours / ref | system CPU share ours / ref | max abs diff "
-        "| other CPU |\n|" + "---|" * 13
+        "| floor / bound | kernel / bound | ours / floor | peak MiB ours / ref | page faults per step ours / ref "
+        "| system CPU share ours / ref | max abs diff | other CPU |\n|" + "---|" * 16
     )
     rows = [head]
 
@@ -390,7 +460,8 @@ def markdown(results: list[dict]) -> str:
     for r in results:
         speed = f"{r['speedup_of_medians']:.2f} / {r['median_pair_speedup']:.2f}" if "ref_s" in r else "—"
         reference = f"{r['ref_tok_s']:,.0f}" if "ref_s" in r else f"— ({r['note']})"
-        bounds = [f"{r[key]:.2f}" if key in r else "—" for key in ("ours_over_bound", "ref_over_bound")]
+        ratios = ("ours_over_bound", "ref_over_bound", "floor_over_bound", "kernel_over_bound", "ours_over_floor")
+        bounds = [f"{r[key]:.2f}" if key in r else "—" for key in ratios]
         cells = [r["layer"], r["d"], r["L"], f"{r['ours_tok_s']:,.0f}", reference, speed, *bounds]
         cells += [both(r, "peak_mib", ","), both(r, "faults_per_step", ","), both(r, "system_share", ".0%")]
         cells += [f"{r.get('max_abs_diff', float('nan')):.1e}", f"{100 * r['other_cpu']:.0f}%"]

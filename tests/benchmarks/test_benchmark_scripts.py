@@ -50,6 +50,12 @@ def test_bench_layers_reports_speed_agreement_and_churn():
         assert row["max_abs_diff"] < 1e-3 and row["ours_tok_s"] > 0 and row["ref_tok_s"] > 0
         for side in ("ours_memory", "ref_memory"):
             assert {"peak_mib", "faults_per_step", "system_share"} <= set(row[side]), row[side]
+    ssm_row, attention_row = results
+    # the floor: the SSM layer's FFTs and GEMMs alone, a part of its step; attention has none
+    assert ssm_row["floor_fft_s"] > 0 and ssm_row["floor_gemm_s"] > 0
+    assert ssm_row["floor_s"] < ssm_row["ours_s"]  # the layer does all of that work and more
+    assert 0 < ssm_row["kernel_s"] < ssm_row["ours_s"]
+    assert "floor_s" not in attention_row and "ours_over_bound" in attention_row
 
 
 def test_bench_layers_bf16_autocast_runs():
