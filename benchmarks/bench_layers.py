@@ -7,12 +7,11 @@ process after warm-up steps; we report the ratio of medians, the median of per-p
 lower bound. For the SSM layers, the floor is the time of the same FFTs and GEMMs run alone at the layer's shapes
 (`primitive_floor`): floor / bound says how near torch's own transforms and GEMMs come to the bound there, ours /
 floor what the rest of the layer (kernel, pointwise work, layout) costs on top; the kernel's own forward + backward
-is timed apart (kernel / bound). Peak memory is measured for each side
-in a separate subprocess (VmHWM, under an address-space limit), with the minor page faults and system CPU time of one
-steady-state step: the allocation churn of mapping fresh large tensors every step. /proc/stat tells how much CPU
-other processes used during the timed loop; absolute numbers only count when that is below ~5%. On a GPU
-(`--device cuda`, optionally `--dtype bf16` for autocast) the memory is the peak CUDA allocation and the CPU lower
-bound is not reported.
+is timed apart (kernel / bound). Peak memory is measured for each side in a separate subprocess (VmHWM, under an
+address-space limit), with the minor page faults and system CPU time of one steady-state step: the allocation churn
+of mapping fresh large tensors every step. /proc/stat tells how much CPU other processes used during the timed loop;
+absolute numbers only count when that is below ~5%. On a GPU (`--device cuda`, optionally `--dtype bf16` for
+autocast) the memory is the peak CUDA allocation and the CPU lower bound is not reported.
 
     python benchmarks/bench_layers.py --quick
     python benchmarks/bench_layers.py --layers s4 s4d --d 128 --L 1024 4096 16384 --steps 5
@@ -193,6 +192,18 @@ def _bound(matmul: float, fft: float) -> dict:
     }
 
 
+def median_seconds(fn, repeats: int) -> float:
+    """Median wall time of `repeats` calls of `fn` after two warm-up calls."""
+    for _ in range(2):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def primitive_floor(layer: str, batch: int, d: int, length: int, repeats: int = 5) -> dict | None:
     """Seconds of the transforms and GEMMs an SSM layer cannot avoid, run alone at the layer's own shapes: the four
     FFT passes the bound counts (rfft of the padded input and of the padded gradient, irfft of both products) over
@@ -203,33 +214,25 @@ def primitive_floor(layer: str, batch: int, d: int, length: int, repeats: int = 
         return None
     from spt_hf.modeling import ssm
 
-    chunks = ssm._chunks(batch, d, length, torch.device("cpu"))
-    b, h = (chunks[0][0].stop - chunks[0][0].start), (chunks[0][1].stop - chunks[0][1].start)
-    signal = torch.randn(b, h, 2 * length)
+    chunks = [(bs.stop - bs.start, hs.stop - hs.start) for bs, hs in ssm._chunks(batch, d, length, torch.device("cpu"))]
+    signal = torch.randn(max(b for b, _ in chunks), max(h for _, h in chunks), 2 * length)
     spectrum = torch.fft.rfft(signal)
     rows, weight = torch.randn(batch * length, d), torch.randn(2 * d, d)
     z, grad_z = torch.empty(batch * length, 2 * d), torch.randn(batch * length, 2 * d)
     grad_x, grad_w = torch.empty(batch * length, d), torch.empty(2 * d, d)
 
-    def ffts() -> float:
-        start = time.perf_counter()
-        for _ in chunks:
+    def ffts() -> None:
+        for b, h in chunks:
             for _ in range(2):  # forward, then backward
-                torch.fft.rfft(signal, out=spectrum)
-                torch.fft.irfft(spectrum, n=2 * length, out=signal)
-        return time.perf_counter() - start
+                torch.fft.rfft(signal[:b, :h], out=spectrum[:b, :h])
+                torch.fft.irfft(spectrum[:b, :h], n=2 * length, out=signal[:b, :h])
 
-    def gemms() -> float:
-        start = time.perf_counter()
+    def gemms() -> None:
         torch.mm(rows, weight.T, out=z)
         torch.mm(grad_z, weight, out=grad_x)
         torch.mm(grad_z.T, rows, out=grad_w)
-        return time.perf_counter() - start
 
-    for _ in range(2):
-        ffts(), gemms()
-    fft_s = statistics.median(ffts() for _ in range(repeats))
-    gemm_s = statistics.median(gemms() for _ in range(repeats))
+    fft_s, gemm_s = median_seconds(ffts, repeats), median_seconds(gemms, repeats)
     return {"seconds": fft_s + gemm_s, "fft_s": fft_s, "gemm_s": gemm_s}
 
 
@@ -239,16 +242,12 @@ def kernel_seconds(module: nn.Module, length: int, repeats: int = 5) -> float | 
     if kernel is None:
         return None
 
-    def step() -> float:
+    def step() -> None:
         module.zero_grad(set_to_none=True)
-        start = time.perf_counter()
         k = kernel(length)
         k.backward(torch.ones_like(k))
-        return time.perf_counter() - start
 
-    for _ in range(2):
-        step()
-    return statistics.median(step() for _ in range(repeats))
+    return median_seconds(step, repeats)
 
 
 def measure_ceilings(repeats: int = 7) -> dict:
@@ -258,14 +257,7 @@ def measure_ceilings(repeats: int = 7) -> dict:
     at every call, and its page faults halved the rate on the Intel machine (18 against 35 GFLOP/s in chunks)."""
 
     def rate(fn, flops: float) -> float:
-        for _ in range(2):
-            fn()
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        return flops / statistics.median(times)
+        return flops / median_seconds(fn, repeats)
 
     def chunked_rfft(signal: torch.Tensor, channels: int):
         def run():
