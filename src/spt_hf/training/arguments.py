@@ -24,6 +24,7 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from ..modeling.architectures import MODEL_TYPES as SPT_MODEL_TYPES  # the registered architectures
 from ..modeling.architectures import base_model_class
+from ..modeling.backbone_adapter import PACKED_SEQUENCE_BACKBONES
 
 OBJECTIVES = ("masked", "causal")
 PHASES = ("spt", "finetune", "scratch")
@@ -424,9 +425,10 @@ def refuse_packing(reason: str | None) -> None:
     """The one line that refuses `packed_sequences: true` for `reason` (a model's `packing_refusal`), if any."""
     if reason is None:
         return
+    *backbones, last = PACKED_SEQUENCE_BACKBONES
     raise ValueError(
         f"`packed_sequences: true`, but {reason}: set packed_sequences: false (packing is exact for the rotary "
-        "Transformer with full attention and for spt_backbone's causal llama, gpt_neox and qwen2)."
+        f"Transformer with full attention and for spt_backbone's causal {', '.join(backbones)} and {last})."
     )
 
 
