@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
@@ -89,7 +90,7 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def file_digests(folder: str | Path, paths=None) -> dict[str, dict]:
+def file_digests(folder: str | Path, paths: Iterable[Path] | None = None) -> dict[str, dict]:
     """The one digest format of spt_hf's manifests: {path relative to `folder`: {"sha256": ..., "bytes": ...}} of the
     files `paths` under `folder`, by default the model files directly in it (CHECKPOINT_FILE_PATTERNS: weights,
     configs, code, fingerprint). results.json records it as `checkpoint_files`, a Trainer checkpoint's manifest

@@ -33,7 +33,7 @@ from .backbone_adapter import (
 from .blocks import SequenceEmbeddings, SequenceNorm
 from .configuration_backbone import WrapperConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
-from .modeling_sequence import SequencePreTrainedModel, packing_refusal, refuse_packed_sequences, validate_inputs
+from .modeling_sequence import SequencePreTrainedModel, packing_refusal_for, refuse_packed_sequences, validate_inputs
 
 
 def reversal_index(padding_mask: torch.Tensor | None, batch: int, length: int, device) -> torch.Tensor:
@@ -146,7 +146,7 @@ class WrapperModel(WrapperPreTrainedModel):
         """As `SequenceBaseModel.packing_refusal`: its backbone type and direction, and its final norm. The
         attention implementation is not asked: the backbone's own attention reads the positions (transformers'
         packing support)."""
-        return packing_refusal(cls.packing_name(config), cls.keeps_packed_sequences_apart(config), config)
+        return packing_refusal_for(cls.packing_name(config), cls.keeps_packed_sequences_apart(config), config)
 
     @property
     def supports_packed_sequences(self) -> bool:

@@ -178,7 +178,7 @@ def refuse_packed_sequences(position_ids: torch.Tensor, batch: int, what: str) -
 PACKING_ATTENTION = ("eager", "sdpa")
 
 
-def packing_refusal(
+def packing_refusal_for(
     name: str, keeps_apart: bool, config: SequenceModelConfig, attn_implementation: str | None = None
 ) -> str | None:
     """Why the model `name` with `config` cannot train on packed rows (restarting position_ids, no attention_mask),
@@ -212,7 +212,7 @@ class SequenceBaseModel:
         """Why this model with `config` cannot train on packed rows, or None: its mixers, its attention window, its
         norm and (once a model is built from `config`) its attention implementation. Asked of the class before
         any model exists (from a recipe's config) and of a built model."""
-        return packing_refusal(cls.__name__, cls.supports_packed_sequences, config, config._attn_implementation)
+        return packing_refusal_for(cls.__name__, cls.supports_packed_sequences, config, config._attn_implementation)
 
     def __init__(self, config: SequenceModelConfig):
         super().__init__(config)
