@@ -4,6 +4,8 @@ Importing the package registers every architecture with the transformers Auto cl
 does so), so `AutoModelFor*.from_pretrained` works on spt_hf checkpoints without `trust_remote_code`.
 """
 
+from typing import TYPE_CHECKING
+
 import transformers
 from transformers import AutoConfig
 
@@ -37,3 +39,71 @@ for _config_cls, _module in ARCHITECTURES:
 globals().update(_EXPORTS)
 
 __all__ = ["AutoModelForRetrieval", "MODEL_TYPES", *_EXPORTS]
+
+if TYPE_CHECKING:
+    # The classes `_EXPORTS` defines at run time, spelled out for static tools and IDEs as transformers does (never
+    # imported at run time; tests/packaging/test_exports.py checks that the two lists agree).
+    from .modeling.configuration_backbone import WrapperConfig  # noqa: F401
+    from .modeling.configuration_dlr import DLRConfig  # noqa: F401
+    from .modeling.configuration_linformer import LinformerConfig  # noqa: F401
+    from .modeling.configuration_mega import MegaConfig  # noqa: F401
+    from .modeling.configuration_performer import PerformerConfig  # noqa: F401
+    from .modeling.configuration_rotary_transformer import RotaryTransformerConfig  # noqa: F401
+    from .modeling.configuration_s4 import S4Config  # noqa: F401
+    from .modeling.configuration_spade import SpadeConfig  # noqa: F401
+    from .modeling.modeling_backbone import (
+        WrapperForCausalLM,  # noqa: F401
+        WrapperForMaskedLM,  # noqa: F401
+        WrapperForRetrieval,  # noqa: F401
+        WrapperForSequenceClassification,  # noqa: F401
+        WrapperModel,  # noqa: F401
+    )
+    from .modeling.modeling_dlr import (
+        DLRForCausalLM,  # noqa: F401
+        DLRForMaskedLM,  # noqa: F401
+        DLRForRetrieval,  # noqa: F401
+        DLRForSequenceClassification,  # noqa: F401
+        DLRModel,  # noqa: F401
+    )
+    from .modeling.modeling_linformer import (
+        LinformerForCausalLM,  # noqa: F401
+        LinformerForMaskedLM,  # noqa: F401
+        LinformerForRetrieval,  # noqa: F401
+        LinformerForSequenceClassification,  # noqa: F401
+        LinformerModel,  # noqa: F401
+    )
+    from .modeling.modeling_mega import (
+        MegaForCausalLM,  # noqa: F401
+        MegaForMaskedLM,  # noqa: F401
+        MegaForRetrieval,  # noqa: F401
+        MegaForSequenceClassification,  # noqa: F401
+        MegaModel,  # noqa: F401
+    )
+    from .modeling.modeling_performer import (
+        PerformerForCausalLM,  # noqa: F401
+        PerformerForMaskedLM,  # noqa: F401
+        PerformerForRetrieval,  # noqa: F401
+        PerformerForSequenceClassification,  # noqa: F401
+        PerformerModel,  # noqa: F401
+    )
+    from .modeling.modeling_rotary_transformer import (
+        RotaryTransformerForCausalLM,  # noqa: F401
+        RotaryTransformerForMaskedLM,  # noqa: F401
+        RotaryTransformerForRetrieval,  # noqa: F401
+        RotaryTransformerForSequenceClassification,  # noqa: F401
+        RotaryTransformerModel,  # noqa: F401
+    )
+    from .modeling.modeling_s4 import (
+        S4ForCausalLM,  # noqa: F401
+        S4ForMaskedLM,  # noqa: F401
+        S4ForRetrieval,  # noqa: F401
+        S4ForSequenceClassification,  # noqa: F401
+        S4Model,  # noqa: F401
+    )
+    from .modeling.modeling_spade import (
+        SpadeForCausalLM,  # noqa: F401
+        SpadeForMaskedLM,  # noqa: F401
+        SpadeForRetrieval,  # noqa: F401
+        SpadeForSequenceClassification,  # noqa: F401
+        SpadeModel,  # noqa: F401
+    )

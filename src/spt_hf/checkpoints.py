@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
@@ -89,23 +90,39 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def file_digests(folder: str | Path) -> dict[str, str]:
-    """sha256 of every model file directly in `folder` (weights, configs, code, fingerprint)."""
+def file_digests(folder: str | Path, paths: Iterable[Path] | None = None) -> dict[str, dict]:
+    """The one digest format of spt_hf's manifests: {path relative to `folder`: {"sha256": ..., "bytes": ...}} of the
+    files `paths` under `folder`, by default the model files directly in it (CHECKPOINT_FILE_PATTERNS: weights,
+    configs, code, fingerprint). results.json records it as `checkpoint_files`, a Trainer checkpoint's manifest
+    (`run_folder.MANIFEST_FILE`) as `files`."""
     folder = Path(folder)
-    names = sorted({p.name for pattern in CHECKPOINT_FILE_PATTERNS for p in folder.glob(pattern) if p.is_file()})
-    return {name: sha256_file(folder / name) for name in names}
+    if paths is None:
+        paths = {p for pattern in CHECKPOINT_FILE_PATTERNS for p in folder.glob(pattern) if p.is_file()}
+    return {str(p.relative_to(folder)): {"sha256": sha256_file(p), "bytes": p.stat().st_size} for p in sorted(paths)}
 
 
-def verify_file_digests(folder: str | Path, digests: dict[str, str]) -> None:
-    """Raise CheckpointIntegrityError naming each recorded file that is missing or whose sha256 changed."""
+def digest_problem(path: Path, recorded: dict | str) -> str | None:
+    """Why the file `path` no longer matches its recorded digest, or None: missing, another size, another sha256.
+    `recorded` is a `file_digests` entry, or a bare sha256 (results.json's `checkpoint_files` before it took the
+    manifests' format)."""
+    if not path.is_file():
+        return "missing"
+    entry = recorded if isinstance(recorded, dict) else {"sha256": recorded}
+    size = path.stat().st_size
+    if "bytes" in entry and size != entry["bytes"]:
+        return f"{size} bytes instead of {entry['bytes']} (truncated?)"
+    if (actual := sha256_file(path)) != entry["sha256"]:
+        return f"sha256 {actual} != {entry['sha256']} recorded when it was written"
+    return None
+
+
+def verify_file_digests(folder: str | Path, digests: dict[str, dict | str]) -> None:
+    """Raise CheckpointIntegrityError naming each recorded file that is missing or changed (`digest_problem`)."""
     folder = Path(folder)
     problems = []
-    for name, expected in digests.items():
-        path = folder / name
-        if not path.is_file():
-            problems.append(f"{path}: missing")
-        elif (actual := sha256_file(path)) != expected:
-            problems.append(f"{path}: sha256 {actual} != {expected} recorded when it was written")
+    for name, recorded in digests.items():
+        if (problem := digest_problem(folder / name, recorded)) is not None:
+            problems.append(f"{folder / name}: {problem}")
     if problems:
         raise CheckpointIntegrityError(
             "Checksum error: the checkpoint changed after it was written:\n  "

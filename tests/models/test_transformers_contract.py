@@ -100,6 +100,27 @@ def test_eager_attention_returns_the_attention_probabilities(entry):
         assert not attentions[0][:, :, far].any()
 
 
+@pytest.mark.parametrize("head", list(HEADS))
+@pytest.mark.parametrize("entry", ATTENTION, ids=[e[0] for e in ATTENTION])
+def test_attention_outputs_count_as_transformers_counts_them(entry, head):
+    """transformers' `test_attention_outputs`: with `output_attentions`, one attention per layer of every document
+    read; adding `output_hidden_states` adds one field per document (`num_hidden_states_types`: the retrieval head's
+    tester says 2, for `hidden_states` and `hidden_states_2`), and the attentions stay as they were."""
+    model = build(entry, head, attn_implementation="eager").eval()
+    inputs = {k: v for k, v in head_inputs(model, head).items() if k != "labels"}
+    with torch.no_grad():
+        attentions_only = model(**inputs, output_attentions=True)
+        both = model(**inputs, output_attentions=True, output_hidden_states=True)
+    documents = 2 if head == "retrieval" else 1
+    assert len(both) == len(attentions_only) + documents
+    batch, length = inputs["attention_mask"].shape
+    shape = (batch, model.config.num_attention_heads, length, length)
+    fields = ("attentions", "attentions_2")[:documents]
+    for outputs in (attentions_only, both):
+        for name in fields:
+            assert len(outputs[name]) == LAYERS and all(a.shape == shape for a in outputs[name])
+
+
 @pytest.mark.parametrize("input_kind", ["tokens", "continuous"])
 @pytest.mark.parametrize("entry", TINY_CONFIGS, ids=TINY_IDS)
 def test_inputs_embeds_equal_the_embedded_inputs(entry, input_kind):

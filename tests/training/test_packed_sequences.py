@@ -14,8 +14,8 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
 from spt_hf.cli import main as cli_main
 from spt_hf.data import IGNORE_INDEX, PAD_ID, CausalSPTCollator, MaskedSPTCollator, get_task_spec
 from spt_hf.data.collators import packing_plan
+from spt_hf.modeling.architectures import base_model_class
 from spt_hf.training import load_recipe
-from spt_hf.training.arguments import packing_refusal
 from spt_hf.training.pipeline import refuse_unpackable_model
 
 LISTOPS_SPEC = get_task_spec("listops")
@@ -219,7 +219,10 @@ def spt_values(tmp_path, **values) -> dict:
     [
         ({"model_type": "spt_s4", "state_size": 8}, r"S4Model cannot keep packed sequences apart"),
         ({"model_type": "spt_dlr", "state_size": 8}, r"DLRModel cannot keep packed sequences apart"),
-        ({"model_type": "spt_linformer", "projected_length": 8}, r"LinformerModel cannot keep packed sequences"),
+        (  # masked: Linformer has no causal form, which its config refuses first
+            {"model_type": "spt_linformer", "projected_length": 8, "objective": "masked"},
+            r"LinformerModel cannot keep packed sequences",
+        ),
         ({"attention_window": 8}, r"block-local attention \(attention_window: 8\)"),
         ({"norm_type": "batchnorm"}, r"norm_type: batchnorm"),
         (
@@ -237,7 +240,9 @@ def test_models_that_would_mix_packed_sequences_are_refused_with_the_recipe(valu
     """One line naming the architecture and the fix, when the recipe is loaded (before any data or model)."""
     objective = values.pop("objective", "causal")
     model = values if "model_type" in values else {**TRANSFORMER, **values}
-    recipe = {**LISTOPS, **TINY_TRAINING, **model, "objective": objective, "packed_sequences": True}
+    sizes = ("hidden_size", "num_hidden_layers") if model["model_type"] == "spt_backbone" else ()  # the backbone's
+    training = {key: value for key, value in TINY_TRAINING.items() if key not in sizes}
+    recipe = {**LISTOPS, **training, **model, "objective": objective, "packed_sequences": True}
     if objective == "causal":
         recipe["bidirectional"] = False
     path = write_recipe(tmp_path / "x-spt.yaml", **recipe, output_dir=str(tmp_path / "run"))
@@ -254,11 +259,60 @@ def test_a_built_model_that_would_mix_packed_sequences_is_refused():
         refuse_unpackable_model(mamba)
     refuse_unpackable_model(build("causal", {"model_type": "spt_backbone", "backbone_config": LLAMA}))
     refuse_unpackable_model(build("masked", TRANSFORMER))
-    flash = packing_refusal("RotaryTransformerModel", True, attn_implementation="flash_attention_2")
-    assert "'flash_attention_2' is not given the packed-sequence mask" in flash
     s4 = build("masked", {"model_type": "spt_s4", "state_size": 8})
     with pytest.raises(ValueError, match=r"S4Model cannot keep packed sequences apart.*packed_sequences: false"):
         refuse_unpackable_model(s4)
+
+
+def packing_config(model_type: str, **values):
+    """A tiny config of `model_type` (causal unless `bidirectional` is given), as a recipe or a built model has it."""
+    values = {"vocab_size": LISTOPS_SPEC.vocab_size, "bidirectional": False, **values}
+    return base_model_class(model_type).config_class(**values)
+
+
+@pytest.mark.parametrize(
+    "model_type, values, reason",
+    [
+        ("spt_rotary_transformer", {}, None),
+        ("spt_rotary_transformer", {"bidirectional": True}, None),
+        ("spt_rotary_transformer", {"attn_implementation": "sdpa"}, None),
+        ("spt_rotary_transformer", {"attn_implementation": "eager"}, None),
+        (
+            "spt_rotary_transformer",
+            {"attn_implementation": "flash_attention_2"},
+            "RotaryTransformerModel with attn_implementation 'flash_attention_2' is not given the packed-sequence mask",
+        ),
+        (
+            "spt_rotary_transformer",
+            {"attention_window": 8},
+            "RotaryTransformerModel with block-local attention (attention_window: 8) cannot keep packed sequences",
+        ),
+        (
+            "spt_rotary_transformer",
+            {"norm_type": "batchnorm"},
+            "RotaryTransformerModel with norm_type: batchnorm takes its statistics over every position, a packed "
+            "row's padding too",
+        ),
+        ("spt_s4", {}, "S4Model cannot keep packed sequences apart (its mixers would run one sequence into the next)"),
+        ("spt_performer", {}, "PerformerModel cannot keep packed sequences apart"),
+        ("spt_spade", {"attention_window": 8}, "SpadeModel cannot keep packed sequences apart"),
+        ("spt_backbone", {"backbone_config": LLAMA}, None),
+        ("spt_backbone", {"backbone_config": {"model_type": "gpt_neox"}}, None),
+        ("spt_backbone", {"backbone_config": LLAMA, "bidirectional": True}, "spt_backbone (llama, bidirectional)"),
+        ("spt_backbone", {"backbone_config": {"model_type": "mamba"}}, "spt_backbone (mamba, causal) cannot keep"),
+        (
+            "spt_backbone",
+            {"backbone_config": LLAMA, "norm_type": "batchnorm", "attn_implementation": "flash_attention_2"},
+            "spt_backbone (llama, causal) with norm_type: batchnorm",
+        ),
+        ("spt_backbone", {"backbone_config": LLAMA, "attn_implementation": "flash_attention_2"}, None),
+    ],
+)
+def test_the_model_class_says_why_its_config_cannot_pack(model_type, values, reason):
+    """Each base model class answers from a config alone (the recipe's, or a built model's): the first reason that
+    applies (mixers, attention window, norm, attention implementation), or None."""
+    refusal = base_model_class(model_type).packing_refusal(packing_config(model_type, **values))
+    assert refusal == reason if reason is None else refusal.startswith(reason)
 
 
 def test_spt_hf_run_packs_the_spt_phase_only(tmp_path, monkeypatch):

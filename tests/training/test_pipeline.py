@@ -167,7 +167,8 @@ def test_a_run_killed_under_the_old_spade_form_is_not_resumed_into_the_new_one(t
     )
     with pytest.raises(KeyboardInterrupt):
         pretrain(load_recipe(recipe), callbacks=[KillAfter(4)])
-    from spt_hf.training.run_folder import MANIFEST_FILE, sha256_file
+    from spt_hf.checkpoints import sha256_file
+    from spt_hf.training.run_folder import MANIFEST_FILE
 
     checkpoint = tmp_path / "o" / "spt" / "checkpoint-3"
     saved = json.loads((checkpoint / "config.json").read_text())

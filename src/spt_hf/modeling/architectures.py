@@ -44,3 +44,10 @@ def model_classes(config_cls, module) -> dict[str, type]:
     """Auto class name -> the head class of one architecture serving it (every entry of AUTO_CLASS_SUFFIXES)."""
     prefix = config_cls.__name__.removesuffix("Config")
     return {auto_name: getattr(module, prefix + suffix) for auto_name, suffix in AUTO_CLASS_SUFFIXES.items()}
+
+
+def base_model_class(model_type: str) -> type:
+    """The base model class (`<Prefix>Model`, served by AutoModel) of the architecture `model_type` (a KeyError for a
+    model type not in ARCHITECTURES)."""
+    by_type = {config_cls.model_type: (config_cls, module) for config_cls, module in ARCHITECTURES}
+    return model_classes(*by_type[model_type])["AutoModel"]

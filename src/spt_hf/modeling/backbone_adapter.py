@@ -86,7 +86,7 @@ def length_multiple(backbone_config) -> int:
 # position_ids when no attention mask is given), run as a one-direction decoder; tests/models/test_backbone.py checks
 # that a packed row equals its sequences run alone for each. Any other backbone refuses packed input: Mamba's scan,
 # BERT's and BigBird's masks and the reversed pass of a bidirectional decoder would let the sequences mix.
-PACKED_SEQUENCE_BACKBONES = frozenset({"llama", "gpt_neox", "qwen2"})
+PACKED_SEQUENCE_BACKBONES = ("llama", "gpt_neox", "qwen2")
 
 
 class BackboneLayout:

@@ -18,12 +18,12 @@ class PerformerConfig(RotaryTransformerConfig):
             m, the number of positive random features per head (blocks of orthogonal Gaussian rows with chi-distributed
             lengths); the estimate of softmax attention has variance O(1/m). 256 is the Performer code's default.
         feature_redraw_interval (`int`, *optional*, defaults to 1000):
-            In training mode, new random features are drawn after this many forward passes of the backbone (the
+            In training mode, new random features are drawn after this many forward passes of the base model (the
             paper resamples the features periodically; 1000 is the PyTorch Performer's default). Draws are seeded (a
             saved per-layer seed and the draw count), so a run is reproducible and a reloaded model continues from the
             same features.
             `None`: never redraw. Never in eval mode; skipped while torch.compile traces the model (call the
-            backbone's `redraw_features()`, e.g. `model.model.redraw_features()`, between compiled steps instead).
+            base model's `redraw_features()`, e.g. `model.model.redraw_features()`, between compiled steps instead).
     """
 
     model_type = "spt_performer"

@@ -33,7 +33,7 @@ from .backbone_adapter import (
 from .blocks import SequenceEmbeddings, SequenceNorm
 from .configuration_backbone import WrapperConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
-from .modeling_sequence import SequencePreTrainedModel, refuse_packed_sequences, validate_inputs
+from .modeling_sequence import SequencePreTrainedModel, packing_refusal_for, refuse_packed_sequences, validate_inputs
 
 
 def reversal_index(padding_mask: torch.Tensor | None, batch: int, length: int, device) -> torch.Tensor:
@@ -129,16 +129,28 @@ class WrapperModel(WrapperPreTrainedModel):
     def set_input_embeddings(self, value: nn.Module) -> None:
         self.embeddings.word_embeddings = value
 
-    @property
-    def supports_packed_sequences(self) -> bool:
+    @staticmethod
+    def keeps_packed_sequences_apart(config: WrapperConfig) -> bool:
         """Whether restarting position_ids (packed sequences, no attention_mask) keep each sequence to itself, as
         `SequenceBaseModel.supports_packed_sequences`: a one-direction decoder of PACKED_SEQUENCE_BACKBONES."""
-        return self.config.is_causal and self.backbone_model.spt_layout.model_type in PACKED_SEQUENCE_BACKBONES
+        return config.is_causal and config.backbone_config.model_type in PACKED_SEQUENCE_BACKBONES
+
+    @staticmethod
+    def packing_name(config: WrapperConfig) -> str:
+        """The model as packing refusals name it: its backbone type and direction."""
+        direction = "causal" if config.is_causal else "bidirectional"
+        return f"spt_backbone ({config.backbone_config.model_type}, {direction})"
+
+    @classmethod
+    def packing_refusal(cls, config: WrapperConfig) -> str | None:
+        """As `SequenceBaseModel.packing_refusal`: its backbone type and direction, and its final norm. The
+        attention implementation is not asked: the backbone's own attention reads the positions (transformers'
+        packing support)."""
+        return packing_refusal_for(cls.packing_name(config), cls.keeps_packed_sequences_apart(config), config)
 
     @property
-    def packing_name(self) -> str:
-        direction = "causal" if self.config.is_causal else "bidirectional"
-        return f"spt_backbone ({self.backbone_model.spt_layout.model_type}, {direction})"
+    def supports_packed_sequences(self) -> bool:
+        return self.keeps_packed_sequences_apart(self.config)
 
     def generation_cache(self) -> DynamicCache | None:
         """An empty cache of the backbone's own kind, the one transformers' generate gives its causal LM: a
@@ -222,7 +234,7 @@ class WrapperModel(WrapperPreTrainedModel):
         padding_mask = None if current_mask is None else current_mask.to(torch.bool)  # (B, L)
         self._check_padding_side(padding_mask)
         if position_ids is not None and padding_mask is None and cache is None and not self.supports_packed_sequences:
-            refuse_packed_sequences(position_ids, batch, self.packing_name)
+            refuse_packed_sequences(position_ids, batch, self.packing_name(self.config))
         embedded = self.embeddings(input_ids, input_values, mask_positions, inputs_embeds=inputs_embeds)  # (B, L, H)
         run = {"capture": output_hidden_states, "attentions": output_attentions}
         mask = self._backbone_mask(attention_mask, length, cache)

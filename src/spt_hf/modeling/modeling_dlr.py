@@ -101,7 +101,7 @@ class DLRMixer(SSMMixer):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Models: the shared backbone with this mixer, and the shared heads
+# Models: the shared base model with this mixer, and the shared heads
 # ----------------------------------------------------------------------------------------------------------------
 
 
@@ -111,7 +111,7 @@ class DLRPreTrainedModel(SequencePreTrainedModel):
 
 
 class DLRModel(SequenceBaseModel, DLRPreTrainedModel):
-    """DLR backbone: embedding -> layers of one residual block around the DLR layer -> final norm."""
+    """DLR base model: embedding -> layers of one residual block around the DLR layer -> final norm."""
 
     mixer_classes = (DLRMixer,)
 

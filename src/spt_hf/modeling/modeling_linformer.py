@@ -8,7 +8,7 @@ authors' code does); padded keys and values are zeroed before the projection, so
 value biases are added after the projection, as in fairseq's `(E X) Wᵀ + 1 bᵀ`: K' = E R(X W_kᵀ) + 1 b_kᵀ and
 V' = F (X W_vᵀ) + 1 b_vᵀ, with R the rotary positions, which must be applied before the projection mixes positions
 (`bias_after_projection=False`, the order of checkpoints saved before that field: E (X Wᵀ + 1 bᵀ)). Positions, the
-feed-forward block and the backbone are the Transformer's (modeling_rotary_transformer.py).
+feed-forward block and the base model are the Transformer's (modeling_rotary_transformer.py).
 """
 
 import math
@@ -44,8 +44,8 @@ class LinformerAttention(nn.Module):
     """Multi-head attention over keys and values projected along the sequence to `projected_length` positions.
 
     The projections live here (`projection_sharing` "none": one (k, n) pair per head, "headwise": one pair, "key-value":
-    one matrix), or in the backbone ("layerwise", passed as `shared_projection`). With `output_attentions`, the weights
-    over the k projected positions, (B, nh, L, k), are returned too.
+    one matrix), or in the base model ("layerwise", passed as `shared_projection`). With `output_attentions`, the
+    weights over the k projected positions, (B, nh, L, k), are returned too.
     """
 
     def __init__(self, config: LinformerConfig, layer_idx: int):
@@ -77,7 +77,7 @@ class LinformerAttention(nn.Module):
         """(E, F), each (k, n) or (nh, k, n)."""
         if self.config.projection_sharing == "layerwise":
             if shared_projection is None:
-                raise ValueError("`projection_sharing='layerwise'` needs the backbone's `shared_projection`.")
+                raise ValueError("`projection_sharing='layerwise'` needs the base model's `shared_projection`.")
             return shared_projection, shared_projection
         keys = self.key_projection
         return keys, getattr(self, "value_projection", keys)
@@ -128,7 +128,7 @@ class LinformerAttention(nn.Module):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Models: the Transformer's backbone with this attention, and the shared heads
+# Models: the Transformer's base model with this attention, and the shared heads
 # ----------------------------------------------------------------------------------------------------------------
 
 
@@ -139,7 +139,7 @@ class LinformerPreTrainedModel(SequencePreTrainedModel):
 
 
 class LinformerModel(RotaryTransformerModel, LinformerPreTrainedModel):
-    """Linformer backbone: the Transformer's (positions, GELU feed-forward blocks) with low-rank attention."""
+    """Linformer base model: the Transformer's (positions, GELU feed-forward blocks) with low-rank attention."""
 
     config: LinformerConfig
     mixer_classes = (LinformerAttention, RotaryTransformerFeedForward)

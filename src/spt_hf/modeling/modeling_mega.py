@@ -328,7 +328,7 @@ class MegaFeedForward(nn.Module):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Models: the shared backbone with these mixers, and the shared heads
+# Models: the shared base model with these mixers, and the shared heads
 # ----------------------------------------------------------------------------------------------------------------
 
 
@@ -338,7 +338,7 @@ class MegaPreTrainedModel(SequencePreTrainedModel):
 
 
 class MegaModel(SequenceBaseModel, MegaPreTrainedModel):
-    """MEGA backbone: embedding -> layers of (MEGA sub-layer, normalised FFN), each in a residual block -> norm."""
+    """MEGA base model: embedding -> layers of (MEGA sub-layer, normalised FFN), each in a residual block -> norm."""
 
     mixer_classes = (MegaMixer, MegaFeedForward)
 

@@ -16,7 +16,7 @@ their eps couples every output to every key of its sequence; here nothing couple
 depend on later keys, padded keys (zeroed) change nothing, and the recurrent `step` equals `forward`. Features run in
 float32, autocast disabled.
 
-The features W of each layer are a saved buffer drawn from a saved per-layer seed; in training the backbone redraws
+The features W of each layer are a saved buffer drawn from a saved per-layer seed; in training the base model redraws
 them every `feature_redraw_interval` forward passes (draw k of each seed), so runs and reloads are deterministic.
 """
 
@@ -224,7 +224,7 @@ class PerformerAttention(nn.Module):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Models: the Transformer's backbone with this attention, and the shared heads
+# Models: the Transformer's base model with this attention, and the shared heads
 # ----------------------------------------------------------------------------------------------------------------
 
 
@@ -234,7 +234,7 @@ class PerformerPreTrainedModel(SequencePreTrainedModel):
 
 
 class PerformerModel(RotaryTransformerModel, PerformerPreTrainedModel):
-    """Performer backbone: the Transformer's (positions, GELU feed-forward blocks) with FAVOR+ attention. It counts
+    """Performer base model: the Transformer's (positions, GELU feed-forward blocks) with FAVOR+ attention. It counts
     its training forward passes (`forward_calls`) and redraws every layer's features each `feature_redraw_interval`
     of them (`feature_draws` so far); both counters are saved with the checkpoint."""
 
@@ -268,7 +268,7 @@ class PerformerModel(RotaryTransformerModel, PerformerPreTrainedModel):
 
     def _count_training_call(self) -> None:
         """Before a training forward: redraw when `feature_redraw_interval` passes used the current features. Here,
-        once per backbone call, not in the layers (gradient checkpointing runs those twice)."""
+        once per base model call, not in the layers (gradient checkpointing runs those twice)."""
         interval = self.config.feature_redraw_interval
         if not self.training or interval is None or torch.compiler.is_compiling():
             return

@@ -1,7 +1,7 @@
 """The spt_hf Transformer: pre-LN, Q/K/V/O with bias, GELU feed-forward, rotary or absolute positions, padded
 keys masked, full attention (SDPA or eager) or block-local attention for long sequences.
 
-Reads top to bottom: positions -> attention (full, block-local) -> feed-forward -> backbone -> heads.
+Reads top to bottom: positions -> attention (full, block-local) -> feed-forward -> base model -> heads.
 """
 
 import math
@@ -30,7 +30,7 @@ logger = logging.get_logger(__name__)
 
 
 class RotaryTransformerRotaryEmbedding(nn.Module):
-    """RoPE cos/sin tables, computed once per forward in the backbone and shared by all layers (as in Llama), for
+    """RoPE cos/sin tables, computed once per forward in the base model and shared by all layers (as in Llama), for
     every RoPE type of transformers (`rope_parameters`: default, linear, dynamic, yarn, longrope, llama3, ...)."""
 
     def __init__(self, config: RotaryTransformerConfig):
@@ -335,7 +335,7 @@ class RotaryTransformerPreTrainedModel(SequencePreTrainedModel):
 
 
 class RotaryTransformerModel(SequenceBaseModel, RotaryTransformerPreTrainedModel):
-    """Transformer backbone: each layer is an attention block then a feed-forward block, each with its residual.
+    """Transformer base model: each layer is an attention block then a feed-forward block, each with its residual.
 
     Packed sequences (position_ids that restart inside a row, no attention_mask: transformers'
     `DataCollatorWithFlattening`) restart the positions and keep each sequence to itself, through transformers' own

@@ -385,7 +385,7 @@ class S4Mixer(SSMMixer):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Models: the shared backbone with this mixer, and the shared heads
+# Models: the shared base model with this mixer, and the shared heads
 # ----------------------------------------------------------------------------------------------------------------
 
 
@@ -395,7 +395,7 @@ class S4PreTrainedModel(SequencePreTrainedModel):
 
 
 class S4Model(SequenceBaseModel, S4PreTrainedModel):
-    """S4 backbone: embedding -> layers of one residual block around the S4 layer -> final norm."""
+    """S4 base model: embedding -> layers of one residual block around the S4 layer -> final norm."""
 
     mixer_classes = (S4Mixer,)
 

@@ -173,6 +173,29 @@ def refuse_packed_sequences(position_ids: torch.Tensor, batch: int, what: str) -
     )
 
 
+# The attention implementations through which spt_hf's own attention honours the packed-sequence mask it builds
+# (flash attention would need the positions themselves, which it is not given).
+PACKING_ATTENTION = ("eager", "sdpa")
+
+
+def packing_refusal_for(
+    name: str, keeps_apart: bool, config: SequenceModelConfig, attn_implementation: str | None = None
+) -> str | None:
+    """Why the model `name` with `config` cannot train on packed rows (restarting position_ids, no attention_mask),
+    or None. `keeps_apart`: its mixers keep packed sequences apart; `attn_implementation`: the attention that must be
+    given the packed-sequence mask (None: not asked, e.g. before the model is built)."""
+    if not keeps_apart:
+        return f"{name} cannot keep packed sequences apart (its mixers would run one sequence into the next)"
+    window = getattr(config, "attention_window", None)
+    if window is not None:
+        return f"{name} with block-local attention (attention_window: {window}) cannot keep packed sequences apart"
+    if config.norm_type == "batchnorm":
+        return f"{name} with norm_type: batchnorm takes its statistics over every position, a packed row's padding too"
+    if attn_implementation is not None and attn_implementation not in PACKING_ATTENTION:
+        return f"{name} with attn_implementation {attn_implementation!r} is not given the packed-sequence mask"
+    return None
+
+
 class SequenceBaseModel:
     """Mixin turning an architecture's PreTrainedModel into its base model (`XModel`).
 
@@ -183,6 +206,13 @@ class SequenceBaseModel:
     mixer_classes: tuple[type[nn.Module], ...] = ()
     # Whether restarting position_ids (packed sequences, no attention_mask) keep each sequence to itself.
     supports_packed_sequences = False
+
+    @classmethod
+    def packing_refusal(cls, config: SequenceModelConfig) -> str | None:
+        """Why this model with `config` cannot train on packed rows, or None: its mixers, its attention window, its
+        norm and (once a model is built from `config`) its attention implementation. Asked of the class before
+        any model exists (from a recipe's config) and of a built model."""
+        return packing_refusal_for(cls.__name__, cls.supports_packed_sequences, config, config._attn_implementation)
 
     def __init__(self, config: SequenceModelConfig):
         super().__init__(config)

@@ -107,7 +107,7 @@ class SpadeMixer(nn.Module):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Models: the Transformer's backbone with this mixer, and the shared heads
+# Models: the Transformer's base model with this mixer, and the shared heads
 # ----------------------------------------------------------------------------------------------------------------
 
 
@@ -119,7 +119,7 @@ class SpadePreTrainedModel(SequencePreTrainedModel):
 
 
 class SpadeModel(RotaryTransformerModel, SpadePreTrainedModel):
-    """SPADE backbone: the Transformer's (positions, local-attention masks, GELU feed-forward blocks) with the S4
+    """SPADE base model: the Transformer's (positions, local-attention masks, GELU feed-forward blocks) with the S4
     branch in the bottom layer's attention block."""
 
     config: SpadeConfig

@@ -195,7 +195,7 @@ _fft_conv_op = _define_fft_conv()
 def periodic_kernel(kernel: Tensor, length: int) -> Tensor:
     """(nd, H, Lk) kernels, Lk >= L -> (H, 2L) kernel of the circular convolution of length 2L.
 
-    C = 1: causal, lags 0..L-1. C = 2: bidirectional, kernel[0] at lags 0..L-1 and kernel[1] flipped and shifted to
+    nd = 1: causal, lags 0..L-1. nd = 2: bidirectional, kernel[0] at lags 0..L-1 and kernel[1] flipped and shifted to
     lags -1..-L (position 2L-1-j holds lag -(j+1)), so D ⊙ u alone covers lag 0 of the backward direction.
     """
     forward = kernel[0, :, :length]  # (H, L)
@@ -209,7 +209,7 @@ def periodic_kernel(kernel: Tensor, length: int) -> Tensor:
 def fft_conv(u: Tensor, kernel: Tensor, D: Tensor) -> Tensor:
     """y = K * u + D ⊙ u along the length of u (B, L, H) for kernels (nd, H, Lk), Lk >= L, and skip D (H,).
 
-    C = 1 is causal (y[t] sees u[<= t]); C = 2 is bidirectional (kernel[1] is the backward direction). Computed in
+    nd = 1 is causal (y[t] sees u[<= t]); nd = 2 is bidirectional (kernel[1] is the backward direction). Computed in
     float32 (float64 for float64 inputs) with autocast disabled; returns (B, L, H) in the dtype of u.
     """
     if kernel.dim() != 3 or kernel.shape[0] not in (1, 2) or kernel.shape[-1] < u.shape[1]:

@@ -23,6 +23,8 @@ from transformers import HfArgumentParser, TrainingArguments
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from ..modeling.architectures import MODEL_TYPES as SPT_MODEL_TYPES  # the registered architectures
+from ..modeling.architectures import base_model_class
+from ..modeling.backbone_adapter import PACKED_SEQUENCE_BACKBONES
 
 OBJECTIVES = ("masked", "causal")
 PHASES = ("spt", "finetune", "scratch")
@@ -411,9 +413,7 @@ def validate_recipe(recipe: Recipe, phase: str | None = None) -> None:
             "finetuning."
         )
     if recipe.spt.packed_sequences and phase == "spt":
-        reason = packing_refusal_of_recipe(recipe)
-        if reason is not None:
-            refuse_packing(reason)
+        refuse_unpackable_recipe(recipe)
     if phase in ("spt", "scratch") and recipe.model.model_type is None:
         raise ValueError(
             f"A new model needs `model_type` in the recipe (one of {sorted(SPT_MODEL_TYPES)}); to finetune a "
@@ -421,68 +421,31 @@ def validate_recipe(recipe: Recipe, phase: str | None = None) -> None:
         )
 
 
-# The attention implementations through which spt_hf's own attention honours the packed-sequence mask it builds
-# (flash attention would need the positions themselves, which it is not given).
-PACKING_ATTENTION = ("eager", "sdpa")
-
-
-def packing_refusal(
-    name: str,
-    keeps_apart: bool,
-    attention_window: int | None = None,
-    norm_type: str | None = None,
-    attn_implementation: str | None = None,
-) -> str | None:
-    """Why the model `name` cannot train on packed rows (restarting position_ids, no attention_mask), or None.
-    `keeps_apart`: its mixers keep packed sequences apart (`SequenceBaseModel.supports_packed_sequences`; for
-    spt_backbone a causal backbone of `PACKED_SEQUENCE_BACKBONES`)."""
-    if not keeps_apart:
-        return f"{name} cannot keep packed sequences apart (its mixers would run one sequence into the next)"
-    if attention_window is not None:
-        window = f"attention_window: {attention_window}"
-        return f"{name} with block-local attention ({window}) cannot keep packed sequences apart"
-    if norm_type == "batchnorm":
-        return f"{name} with norm_type: batchnorm takes its statistics over every position, a packed row's padding too"
-    if attn_implementation is not None and attn_implementation not in PACKING_ATTENTION:
-        return f"{name} with attn_implementation {attn_implementation!r} is not given the packed-sequence mask"
-    return None
-
-
-def refuse_packing(reason: str) -> None:
-    """The one line that refuses `packed_sequences: true` for `reason` (`packing_refusal`)."""
+def refuse_packing(reason: str | None) -> None:
+    """The one line that refuses `packed_sequences: true` for `reason` (a model's `packing_refusal`), if any."""
+    if reason is None:
+        return
+    *backbones, last = PACKED_SEQUENCE_BACKBONES
     raise ValueError(
         f"`packed_sequences: true`, but {reason}: set packed_sequences: false (packing is exact for the rotary "
-        "Transformer with full attention and for spt_backbone's causal llama, gpt_neox and qwen2)."
+        f"Transformer with full attention and for spt_backbone's causal {', '.join(backbones)} and {last})."
     )
 
 
-def packing_refusal_of_recipe(recipe: Recipe) -> str | None:
-    """`packing_refusal` from the recipe alone, before any data or model exists: the architecture's class, its
-    attention window and norm. spt_backbone's backbone is known once its config is resolved: the pipeline checks the
-    built model again (`pipeline.refuse_unpackable_model`)."""
-    from ..modeling.architectures import ARCHITECTURES
-    from ..modeling.backbone_adapter import PACKED_SEQUENCE_BACKBONES
+def refuse_unpackable_recipe(recipe: Recipe) -> None:
+    """`packed_sequences: true` refused from the recipe alone, before any data or model exists: the model class of
+    `model_type` judges the SPT phase's config (built from the recipe, with the task spec's input fields). The
+    pipeline asks the built model again (`pipeline.refuse_unpackable_model`), which also knows its attention."""
+    model_type = recipe.model.model_type
+    if model_type is None:
+        return  # a model from a checkpoint: asked when it is built
+    from ..data import get_task_spec
 
-    model_type, values = recipe.model.model_type, recipe.model_config
-    found = [(config_cls, module) for config_cls, module in ARCHITECTURES if config_cls.model_type == model_type]
-    if not found:
-        return None  # no model type yet, or a model from a checkpoint (checked when it is built)
-    config_cls, module = found[0]
-    if model_type == "spt_backbone":
-        backbone = (values.get("backbone_config") or {}).get("model_type")
-        causal = not spt_bidirectional(recipe)
-        if causal and (backbone is None or backbone in PACKED_SEQUENCE_BACKBONES):
-            return None
-        direction = "causal" if causal else "bidirectional"
-        return f"spt_backbone ({backbone or 'its backbone'}, {direction}) cannot keep packed sequences apart"
-    base = getattr(module, config_cls.__name__.removesuffix("Config") + "Model")
-
-    def setting(key: str):
-        return values.get(key, getattr(config_cls, key, None))
-
-    return packing_refusal(
-        base.__name__, base.supports_packed_sequences, setting("attention_window"), setting("norm_type")
-    )
+    spec = get_task_spec(recipe.data.task, **recipe.data.task_options)
+    inputs = {key: value for key, value in spec.model_config_kwargs().items() if value is not None}
+    model_cls = base_model_class(model_type)
+    config = model_cls.config_class(**{**inputs, **recipe.model_config, "bidirectional": spt_bidirectional(recipe)})
+    refuse_packing(model_cls.packing_refusal(config))
 
 
 def spt_bidirectional(recipe: Recipe) -> bool:

@@ -41,7 +41,7 @@ from ..data import (
 )
 from ..data.pretraining import DataFingerprint, IndexedExamples
 from ..hub import ensure_push_credentials, push_phase
-from .arguments import PHASE_FIELDS, Recipe, packing_refusal, refuse_packing, spt_bidirectional, validate_recipe
+from .arguments import PHASE_FIELDS, Recipe, refuse_packing, spt_bidirectional, validate_recipe
 from .compute import phase_compute
 from .results import phase_results, write_results
 from .run_folder import PhaseState, in_phase_dir, latest_complete_checkpoint, open_phase
@@ -77,21 +77,9 @@ def spt_model(recipe: Recipe, task: TaskData):
 
 def refuse_unpackable_model(model) -> None:
     """`packed_sequences: true` with a built model that cannot keep packed sequences apart: one line, before any
-    training (the recipe was checked already; this also knows spt_backbone's backbone and the attention
-    implementation)."""
-    from ..modeling.modeling_backbone import WrapperModel
-
-    base, config = model.base_model, model.config
-    keeps_apart = bool(getattr(base, "supports_packed_sequences", False))
-    if isinstance(base, WrapperModel):
-        name = base.packing_name
-        attention = None  # the backbone's own attention reads the positions (transformers' packing support)
-    else:
-        name, attention = type(base).__name__, config._attn_implementation
-    window = getattr(config, "attention_window", None)
-    reason = packing_refusal(name, keeps_apart, window, getattr(config, "norm_type", None), attention)
-    if reason is not None:
-        refuse_packing(reason)
+    training (the recipe was checked already; the built model also knows spt_backbone's backbone from a checkpoint
+    and its attention implementation)."""
+    refuse_packing(type(model.base_model).packing_refusal(model.config))
 
 
 def pretrain(recipe: Recipe, callbacks: list | None = None) -> dict:

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from ..checkpoints import (
     CheckpointIntegrityError,
+    digest_problem,
     file_digests,
-    sha256_file,
     verify_recorded_digests,
     write_json_atomic,
 )
@@ -288,7 +288,11 @@ def in_phase_dir(recipe, phase: str):
 def phase_extra(source_folder: Path | None) -> dict:
     """What a finetuning phase's fingerprint adds to its recipe: the files of the checkpoint it starts from (a changed
     SPT checkpoint is a changed recipe)."""
-    return {} if source_folder is None else {"init.weights_sha256": file_digests(source_folder)}
+    if source_folder is None:
+        return {}
+    # The bare sha256 of each file, as fingerprints recorded before the digests took their size: the same checkpoint
+    # keeps the same fingerprint.
+    return {"init.weights_sha256": {name: d["sha256"] for name, d in file_digests(source_folder).items()}}
 
 
 def phase_status(recipe, phase: str, world_size: int | None = None) -> PhaseStatus:
@@ -411,19 +415,10 @@ def clear_phase_folder(folder: Path) -> None:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def tree_digests(folder: Path) -> dict[str, dict]:
-    """sha256 and size of every file under `folder` (relative paths), the manifest itself excepted."""
-    digests = {}
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        name = str(path.relative_to(folder))
-        if name != MANIFEST_FILE:
-            digests[name] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
-    return digests
-
-
 def commit_checkpoint(staging: Path, final: Path) -> None:
     """Write the manifest of the staged checkpoint, then rename it to `final` (replacing a stale one)."""
-    write_json_atomic(staging / MANIFEST_FILE, {"files": tree_digests(staging)})
+    files = [p for p in staging.rglob("*") if p.is_file() and p != staging / MANIFEST_FILE]
+    write_json_atomic(staging / MANIFEST_FILE, {"files": file_digests(staging, files)})
     _fsync_tree(staging)
     if final.exists():
         shutil.rmtree(final)
@@ -455,13 +450,8 @@ def checkpoint_problem(folder: Path) -> str | None:
     except (OSError, ValueError, KeyError):
         return f"{MANIFEST_FILE} is unreadable"
     for name, entry in recorded.items():
-        path = folder / name
-        if not path.is_file():
-            return f"{name} is missing"
-        if path.stat().st_size != entry["bytes"]:
-            return f"{name} has {path.stat().st_size} bytes instead of {entry['bytes']} (truncated?)"
-        if sha256_file(path) != entry["sha256"]:
-            return f"{name} changed after it was written (sha256 differs)"
+        if (problem := digest_problem(folder / name, entry)) is not None:
+            return f"{name}: {problem}"
     return None
 
 
