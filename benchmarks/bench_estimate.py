@@ -16,18 +16,17 @@ import time
 
 import torch
 from common import status_mib
-from torch.utils.flop_counter import FlopCounterMode
 
 from spt_hf.training.arguments import load_recipe
 from spt_hf.training.estimate import (
     BYTES_PER_PARAMETER,
-    CPU_ATTENTION_FLOPS,
     GIB,
     estimate_phase,
     estimate_task,
     phase_model_and_collator,
     synthetic_examples,
 )
+from spt_hf.training.flops import flop_counter
 from spt_hf.training.optim import param_groups
 
 # One paper recipe per architecture, each at its longest task.
@@ -58,7 +57,7 @@ def real_steps(recipe, phase: str, batch: int, steps: int, device: torch.device)
     flops, seconds = 0.0, 0.0
     for _ in range(steps):
         start = time.perf_counter()
-        with FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FLOPS) as counter:
+        with flop_counter() as counter:
             model(**inputs).loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)  # gradients stay allocated, as in the Trainer's loop

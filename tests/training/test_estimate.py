@@ -6,11 +6,16 @@ import pytest
 import torch
 import yaml
 from helpers import TINY_CONFIGS, TINY_IDS, save_pretrained_backbone
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from spt_hf.cli import main
+from spt_hf.modeling.cauchy import paired_cauchy
+from spt_hf.modeling.ssm import fft_conv
 from spt_hf.training.arguments import load_recipe
 from spt_hf.training.estimate import (
     GIB,
+    PRODUCTS,
     SHAPES_ONLY_FROM,
     PhaseEstimate,
     ProductShapesOnly,
@@ -21,6 +26,7 @@ from spt_hf.training.estimate import (
     measure_step,
     phase_model_and_collator,
 )
+from spt_hf.training.flops import flop_counter
 
 TINY = {
     "spt_rotary_transformer": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2},
@@ -102,6 +108,45 @@ def test_products_are_not_computed_but_shaped():
     assert product.shape == (2, 4) and not product.any()
     assert spectrum.shape == (8, 9) and spectrum.dtype == torch.complex64 and not spectrum.any()
     assert plain.tolist() == [2.0, 2.0]
+
+
+class KernelsRun(TorchDispatchMode):
+    """Records the operations that reach a kernel with data (any input off the meta device)."""
+
+    def __init__(self):
+        super().__init__()
+        self.names: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if any(t.device.type != "meta" for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)):
+            self.names.add(func._schema.name)  # without the overload: `aten::bmm` for `bmm.out` too
+        return func(*args, **kwargs)
+
+
+def test_custom_operators_count_under_shapes_only_without_computing_a_product():
+    """spt_hf's custom operators (the Cauchy kernel, the FFT convolution; forward and backward) are counted by running
+    their implementation again (training/flops.py). Under `ProductShapesOnly` that count equals a computed step's, and
+    neither the operators nor their re-runs compute a product or transform: the re-runs take meta tensors."""
+    hidden, pairs, half, length, batch = 4, 2, 8, 64, 2
+    torch.manual_seed(0)
+    coef = torch.randn(hidden, 2 * pairs, half, requires_grad=True)
+    mu = torch.complex(-torch.rand(hidden, half), torch.randn(hidden, half)).requires_grad_()
+    u, kernel = torch.randn(batch, length, hidden, requires_grad=True), torch.randn(2, hidden, length)
+    skip = torch.randn(hidden, requires_grad=True)
+
+    def step():
+        planes = [re.sum() + im.sum() for re, im in paired_cauchy(coef, mu, 2 * length)]
+        (sum(planes) + fft_conv(u, kernel.requires_grad_(), skip).sum()).backward()
+
+    with flop_counter() as computed:
+        step()
+    with KernelsRun() as ran, ProductShapesOnly(min_elements=0), flop_counter() as shaped:
+        step()
+    counts = shaped.get_flop_counts()["Global"]
+    assert counts[torch.ops.spt_hf_v1.paired_cauchy_backward] > 0 and counts[torch.ops.spt_hf_v1.fft_conv] > 0
+    assert shaped.get_flop_counts() == computed.get_flop_counts()
+    assert not ran.names & PRODUCTS, ran.names
 
 
 def test_floating_point_work_on_large_tensors_is_shaped_and_decisions_are_computed():

@@ -5,8 +5,8 @@ scratch: a finetuning phase from a checkpoint has the same architecture and cost
 1 and one at batch 3, with the phase's collator, on inputs of the task's full length (no padding: an upper bound for
 tasks of variable length). Measured on each step:
 
-- FLOPs, by torch's flop counter (`torch.utils.flop_counter.FlopCounterMode`: matrix products, convolutions and
-  attention; FFTs and element-wise operations are not counted);
+- FLOPs, by spt_hf's flop counter (`training/flops.py`, the one a trained phase records its cost with: matrix
+  products, convolutions, attention, FFTs and spt_hf's custom operators; element-wise operations are not counted);
 - activation memory: the bytes of every distinct storage autograd saves for the backward pass
   (`torch.autograd.graph.saved_tensors_hooks`), parameters excluded.
 
@@ -45,7 +45,6 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
-from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
 from ..data import (
     CausalSPTCollator,
@@ -56,6 +55,7 @@ from ..data import (
 )
 from ..data.vocab import special_token_ids
 from .arguments import Recipe, spt_bidirectional
+from .flops import flop_counter, on_meta
 from .task_data import TaskData, backbone_tokenizer_source
 
 # Dense peak throughput (TFLOP/s, no sparsity) from the vendors' data sheets: NVIDIA A100 (SXM) and H100 (SXM).
@@ -233,21 +233,6 @@ def synthetic_examples(spec, length: int, count: int, seed: int = 0) -> list[dic
     return examples
 
 
-def _cpu_sdpa_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
-    return sdpa_flop_count(query_shape, key_shape, value_shape)
-
-
-def _cpu_sdpa_backward_flops(grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs):
-    return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
-
-
-# torch's counter knows the CUDA kernels of scaled_dot_product_attention, not the CPU one: the same formulas for it
-CPU_ATTENTION_FLOPS = {
-    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _cpu_sdpa_flops,
-    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_sdpa_backward_flops,
-}
-
-
 # Element-wise work, reductions, gathers and copies on tensors of at least this many elements are shaped, not computed
 # (`ProductShapesOnly`): the attention scores and activations of long inputs, never the ids, masks and labels that the
 # step's decisions read (integer and boolean results are always computed).
@@ -276,7 +261,7 @@ def count_step(
     start = time.perf_counter()
     with (
         contextlib.nullcontext() if compute else ProductShapesOnly(shapes_only_from),
-        FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FLOPS) as counter,
+        flop_counter() as counter,
         SavedActivations(model) as saved,
     ):
         loss = model(**batch).loss
@@ -335,7 +320,7 @@ class ProductShapesOnly(TorchDispatchMode):
         if not tensors or not (product or self._large_and_deterministic(func, tensors)):
             return func(*args, **kwargs)
         try:
-            shapes = func(*tree_map(_on_meta, args), **tree_map(_on_meta, kwargs))
+            shapes = func(*tree_map(on_meta, args), **tree_map(on_meta, kwargs))
         except (NotImplementedError, RuntimeError):
             return func(*args, **kwargs)
         outputs = [out for out in tree_leaves(shapes) if isinstance(out, torch.Tensor)]
@@ -351,12 +336,6 @@ class ProductShapesOnly(TorchDispatchMode):
         return (
             torch.Tag.nondeterministic_seeded not in func.tags and max(t.numel() for t in tensors) >= self.min_elements
         )
-
-
-def _on_meta(value):
-    if isinstance(value, torch.Tensor):
-        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
-    return value
 
 
 # numpy's zeros come from calloc: a large block is fresh pages that the OS maps, already zero, only when touched. A
