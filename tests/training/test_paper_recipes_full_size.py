@@ -17,8 +17,9 @@ from transformers import TrainerCallback
 
 from spt_hf.cli import main
 from spt_hf.training.arguments import list_recipes, load_recipe
-from spt_hf.training.estimate import GIB, SavedActivations, estimate_phase
+from spt_hf.training.estimate import GIB, estimate_phase
 from spt_hf.training.flops import flop_counter
+from spt_hf.training.measure import SavedActivations
 
 PAIRS = sorted(
     name.removesuffix("-spt.yaml")
