@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from ..data import get_task_spec
-from ..data.spec import TaskSpec
+from ..data.spec import Normalization, TaskSpec
 from .arguments import Recipe
 from .measure import fit_length, measure_step
 from .pipeline import phase_collator, phase_model
@@ -127,8 +127,6 @@ def estimate_task(recipe: Recipe) -> TaskData:
         options["max_length"] = recipe.data.max_length
     spec = get_task_spec(recipe.data.task, **options)
     if spec.input_kind == "continuous" and spec.normalization is None:  # the statistics do not change the cost
-        from ..data.spec import Normalization
-
         spec = dataclasses.replace(
             spec, normalization=Normalization((0.0,) * spec.num_channels, (1.0,) * spec.num_channels)
         )
