@@ -99,13 +99,16 @@ def tiny_cases(steps: int):
 def recipe_case(path: str, length: int | None, batch_size: int, steps: int):
     """A paper recipe's phase model, built as the pipeline builds it, and batches of its own collator."""
     from spt_hf.training.arguments import load_recipe
-    from spt_hf.training.estimate import estimate_task, phase_model_and_collator, synthetic_examples
+    from spt_hf.training.estimate import estimate_task
+    from spt_hf.training.measure import synthetic_examples
+    from spt_hf.training.pipeline import phase_collator, phase_model
 
     phase = "spt" if path.endswith("-spt.yaml") else "finetune"
     recipe = load_recipe(path, phase=phase)
     task = estimate_task(recipe)
     torch.manual_seed(0)
-    model, collator = phase_model_and_collator(recipe, phase, task)
+    model, _ = phase_model(recipe, phase, task)
+    collator = phase_collator(recipe, phase, task.spec)
     length = length or task.spec.max_length
     batches = [collator(synthetic_examples(task.spec, length, batch_size, seed=i)) for i in range(steps)]
     shape = {"d": model.config.hidden_size, "layers": model.config.num_hidden_layers, "length": length}

@@ -16,19 +16,13 @@ import time
 
 import torch
 from common import status_mib
-from torch.utils.flop_counter import FlopCounterMode
 
 from spt_hf.training.arguments import load_recipe
-from spt_hf.training.estimate import (
-    BYTES_PER_PARAMETER,
-    CPU_ATTENTION_FLOPS,
-    GIB,
-    estimate_phase,
-    estimate_task,
-    phase_model_and_collator,
-    synthetic_examples,
-)
+from spt_hf.training.estimate import BYTES_PER_PARAMETER, GIB, estimate_phase, estimate_task
+from spt_hf.training.flops import flop_counter
+from spt_hf.training.measure import synthetic_examples
 from spt_hf.training.optim import param_groups
+from spt_hf.training.pipeline import phase_collator, phase_model
 
 # One paper recipe per architecture, each at its longest task.
 DEFAULT_RECIPES = [
@@ -47,7 +41,8 @@ DEFAULT_RECIPES = [
 def real_steps(recipe, phase: str, batch: int, steps: int, device: torch.device) -> dict:
     """`steps` optimiser steps of the phase's model at `batch`; peak memory over them, FLOPs and time of the last."""
     task = estimate_task(recipe)
-    model, collator = phase_model_and_collator(recipe, phase, task)
+    model, _ = phase_model(recipe, phase, task)
+    collator = phase_collator(recipe, phase, task.spec)
     model.to(device).train()
     optimizer = torch.optim.AdamW(param_groups(model, 1e-4, 0.0))
     inputs = {k: v.to(device) for k, v in collator(synthetic_examples(task.spec, task.spec.max_length, batch)).items()}
@@ -58,7 +53,7 @@ def real_steps(recipe, phase: str, batch: int, steps: int, device: torch.device)
     flops, seconds = 0.0, 0.0
     for _ in range(steps):
         start = time.perf_counter()
-        with FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FLOPS) as counter:
+        with flop_counter() as counter:
             model(**inputs).loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)  # gradients stay allocated, as in the Trainer's loop

@@ -381,7 +381,8 @@ def compare_command(args, rest) -> int:
         raise ValueError("--estimate goes with --dry_run (the estimate of a plan, before anything runs).")
     result = run_compare(CompareSpec(**values), dry_run=args.dry_run)
     if args.estimate:
-        from .training.estimate import estimate_jobs, format_estimates
+        from .training.estimate import format_estimates
+        from .training.plan_estimate import estimate_jobs
 
         estimates, skipped = estimate_jobs(result.plan, args.device_memory_gb, args.max_measure_length)
         print(format_estimates(estimates))

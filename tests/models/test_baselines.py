@@ -201,7 +201,7 @@ def test_mega_attention_by_query_blocks_gives_the_same_outputs_and_gradients(
 
 def test_mega_attention_by_query_blocks_keeps_no_full_score_matrix():
     """What autograd keeps for the backward pass no longer grows with the square of the length."""
-    from spt_hf.training.estimate import SavedActivations
+    from spt_hf.training.measure import SavedActivations
 
     def saved(mixer, length: int) -> float:
         x = random(1, length, 16)

@@ -11,7 +11,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModelForSequenceClassification
 
 from spt_hf.modeling.ssm import fft_conv
-from spt_hf.training.compute import count_step_flops, flop_formulas
+from spt_hf.training.compute import count_step_flops
+from spt_hf.training.flops import flop_formulas
 
 
 def test_a_two_layer_network_costs_its_matmuls_forward_and_backward():

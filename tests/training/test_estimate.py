@@ -1,26 +1,40 @@
 """The estimate of a phase's cost: measured steps, their scaling in batch and length, the verdict and the CLI."""
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 import torch
 import yaml
 from helpers import TINY_CONFIGS, TINY_IDS, save_pretrained_backbone
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+from transformers import Trainer
 
 from spt_hf.cli import main
+from spt_hf.data import (
+    CausalSPTCollator,
+    ClassificationCollator,
+    MaskedSPTCollator,
+    RetrievalCollator,
+    get_task_spec,
+)
+from spt_hf.modeling.cauchy import paired_cauchy
+from spt_hf.modeling.ssm import fft_conv
 from spt_hf.training.arguments import load_recipe
-from spt_hf.training.estimate import (
-    GIB,
+from spt_hf.training.compute import count_step_flops, phase_compute
+from spt_hf.training.estimate import GIB, PhaseEstimate, estimate_phase, estimate_task, train_examples
+from spt_hf.training.flops import flop_counter
+from spt_hf.training.measure import (
+    PRODUCTS,
     SHAPES_ONLY_FROM,
-    PhaseEstimate,
     ProductShapesOnly,
     count_step,
-    estimate_phase,
-    estimate_task,
     fit_length,
     measure_step,
-    phase_model_and_collator,
+    synthetic_examples,
 )
+from spt_hf.training.pipeline import phase_collator, phase_model
 
 TINY = {
     "spt_rotary_transformer": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2},
@@ -50,7 +64,7 @@ def tiny_recipe(tmp_path, model_type: str, phase: str = "spt", **values):
     }
     values = {key: value for key, value in values.items() if value is not None}
     if phase == "spt":
-        values["objective"] = "masked"
+        values.setdefault("objective", "masked")
     path = tmp_path / f"tiny-{phase}.yaml"
     path.write_text(yaml.safe_dump(values))
     return load_recipe(path, phase=phase)
@@ -58,8 +72,8 @@ def tiny_recipe(tmp_path, model_type: str, phase: str = "spt", **values):
 
 def built(recipe, phase: str):
     task = estimate_task(recipe)
-    model, collator = phase_model_and_collator(recipe, phase, task)
-    return model, collator, task.spec
+    model, _ = phase_model(recipe, phase, task)
+    return model, phase_collator(recipe, phase, task.spec), task.spec
 
 
 def measured(recipe, phase: str, length: int):
@@ -102,6 +116,45 @@ def test_products_are_not_computed_but_shaped():
     assert product.shape == (2, 4) and not product.any()
     assert spectrum.shape == (8, 9) and spectrum.dtype == torch.complex64 and not spectrum.any()
     assert plain.tolist() == [2.0, 2.0]
+
+
+class KernelsRun(TorchDispatchMode):
+    """Records the operations that reach a kernel with data (any input off the meta device)."""
+
+    def __init__(self):
+        super().__init__()
+        self.names: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if any(t.device.type != "meta" for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)):
+            self.names.add(func._schema.name)  # without the overload: `aten::bmm` for `bmm.out` too
+        return func(*args, **kwargs)
+
+
+def test_custom_operators_count_under_shapes_only_without_computing_a_product():
+    """spt_hf's custom operators (the Cauchy kernel, the FFT convolution; forward and backward) are counted by running
+    their implementation again (training/flops.py). Under `ProductShapesOnly` that count equals a computed step's, and
+    neither the operators nor their re-runs compute a product or transform: the re-runs take meta tensors."""
+    hidden, pairs, half, length, batch = 4, 2, 8, 64, 2
+    torch.manual_seed(0)
+    coef = torch.randn(hidden, 2 * pairs, half, requires_grad=True)
+    mu = torch.complex(-torch.rand(hidden, half), torch.randn(hidden, half)).requires_grad_()
+    u, kernel = torch.randn(batch, length, hidden, requires_grad=True), torch.randn(2, hidden, length)
+    skip = torch.randn(hidden, requires_grad=True)
+
+    def step():
+        planes = [re.sum() + im.sum() for re, im in paired_cauchy(coef, mu, 2 * length)]
+        (sum(planes) + fft_conv(u, kernel.requires_grad_(), skip).sum()).backward()
+
+    with flop_counter() as computed:
+        step()
+    with KernelsRun() as ran, ProductShapesOnly(min_elements=0), flop_counter() as shaped:
+        step()
+    counts = shaped.get_flop_counts()["Global"]
+    assert counts[torch.ops.spt_hf_v1.paired_cauchy_backward] > 0 and counts[torch.ops.spt_hf_v1.fft_conv] > 0
+    assert shaped.get_flop_counts() == computed.get_flop_counts()
+    assert not ran.names & PRODUCTS, ran.names
 
 
 def test_floating_point_work_on_large_tensors_is_shaped_and_decisions_are_computed():
@@ -196,6 +249,70 @@ def test_epochs_become_steps_with_the_task_size(tmp_path):
     recipe = tiny_recipe(tmp_path, "spt_s4", max_steps=None, num_train_epochs=2, per_device_train_batch_size=32)
     estimate = estimate_phase(recipe, "spt", device="cpu")
     assert estimate.train_examples == 96_000 and estimate.optimizer_steps == 2 * 96_000 // 32
+
+
+@pytest.mark.parametrize(
+    "task, validation_from, num_train_examples, train_fraction, expected",
+    [
+        ("listops", "train", None, None, 96_000),  # the LRA release's own split: nothing carved
+        ("text", "train", None, None, 22_500),  # IMDb less the 10% carved for validation
+        ("text", "test", None, None, 25_000),  # validation from test: the carved part stays in train
+        ("image", "test", None, 0.5, 25_000),
+        ("pathx", "train", 1_000, None, 1_000),  # the recipe's own size wins
+        ("digits", "train", None, None, None),  # size unknown: steps need max_steps
+    ],
+)
+def test_train_examples_come_from_the_task_spec(task, validation_from, num_train_examples, train_fraction, expected):
+    data = SimpleNamespace(
+        validation_from=validation_from, num_train_examples=num_train_examples, train_fraction=train_fraction
+    )
+    assert train_examples(SimpleNamespace(data=data), get_task_spec(task)) == expected
+
+
+@pytest.mark.parametrize(
+    "phase, values, expected",
+    [
+        ("spt", {"objective": "masked"}, MaskedSPTCollator),
+        ("spt", {"objective": "causal"}, CausalSPTCollator),
+        ("finetune", {}, ClassificationCollator),
+        ("scratch", {}, ClassificationCollator),
+        ("finetune", {"task": "retrieval"}, RetrievalCollator),
+    ],
+)
+def test_the_estimate_collates_as_the_phase_does(tmp_path, phase, values, expected):
+    """`pipeline.phase_collator` decides the collator for the phase and for the estimate's steps."""
+    recipe = tiny_recipe(tmp_path, "spt_s4", "spt" if phase == "spt" else "finetune", **values)
+    assert type(phase_collator(recipe, phase, estimate_task(recipe).spec)) is expected
+
+
+@pytest.mark.parametrize(
+    "model_type, kernel, operation",
+    [
+        ("spt_s4", "nplr", "spt_hf_v1.paired_cauchy_backward"),
+        ("spt_rotary_transformer", None, "aten._scaled_dot_product_flash_attention_for_cpu"),
+    ],
+    ids=["s4-fft-cauchy", "transformer-attention"],
+)
+def test_the_estimate_counts_what_a_trained_phase_records(tmp_path, model_type, kernel, operation):
+    """One definition of FLOPs (training/flops.py): the FLOPs per step a phase records (`phase_compute`, on its first
+    batch) equal the estimate's of the same batch shape (per batch + per example x batch, x accumulation), FFTs,
+    Cauchy kernel and attention included; on the very same batch, the estimate's step (products shaped, not
+    computed) counts exactly what `count_step_flops` counts computing it."""
+    values = {"max_length": 256, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "kernel": kernel}
+    recipe = tiny_recipe(tmp_path, model_type, phase="finetune", **values)
+    estimate = estimate_phase(recipe, "finetune", device="cpu")
+    model, collator, spec = built(recipe, "finetune")
+    examples = synthetic_examples(spec, spec.max_length, 4)
+    trainer = Trainer(model, recipe.training, collator, train_dataset=examples, eval_dataset=examples)
+    recorded = phase_compute(trainer)
+    assert recorded["flops_by_operation"][operation] > 0
+    if model_type == "spt_s4":
+        assert recorded["flops_by_operation"]["spt_hf_v1.fft_conv"] > 0
+    per_step = (estimate.flops_per_batch + 4 * estimate.flops_per_example) * 2
+    assert recorded["flops_per_step"] == pytest.approx(per_step, rel=1e-12)
+    batch = collator(examples)
+    flops, _ = count_step_flops(model, lambda m: m(**batch).loss)
+    assert count_step(model, collator, spec, spec.max_length, 4, torch.device("cpu"))[0] == flops
 
 
 def verdict_of(activation_gib: float, batch: int, accumulation: int, memory_gb: float = 80.0) -> PhaseEstimate:

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 from paper_data import write_pythia70m_stand_in, write_task_data
-from torch.utils.flop_counter import FlopCounterMode
 from transformers import TrainerCallback
 
 from spt_hf.cli import main
 from spt_hf.training.arguments import list_recipes, load_recipe
-from spt_hf.training.estimate import CPU_ATTENTION_FLOPS, GIB, SavedActivations, estimate_phase
+from spt_hf.training.estimate import GIB, estimate_phase
+from spt_hf.training.flops import flop_counter
+from spt_hf.training.measure import SavedActivations
 
 PAIRS = sorted(
     name.removesuffix("-spt.yaml")
@@ -65,7 +66,7 @@ class StepMeter(TrainerCallback):
     def on_step_begin(self, args, state, control, model=None, **kwargs):
         self.saved = SavedActivations(model)
         self.forward_ends = model.register_forward_hook(self.forward_ended)
-        self.counter = FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FLOPS)
+        self.counter = flop_counter()
         self.counter.__enter__()
         self.saved.__enter__()
 

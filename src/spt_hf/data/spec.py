@@ -146,6 +146,10 @@ class TaskSpec:
     storage_dtype: str = "float32"
 
     OPTIONS: ClassVar[tuple[str, ...]] = ("max_length",)
+    # Training examples of the task's published data as ``load_task`` splits it by default (validation carved from
+    # train), and the part carved for validation; from the dataset's published sizes, each task naming its source.
+    # None where unknown (the dry run then needs the recipe's ``max_steps`` or ``num_train_examples``).
+    TRAIN_EXAMPLES: ClassVar[tuple[int, int] | None] = None
 
     def __post_init__(self) -> None:
         checks = [
@@ -186,6 +190,14 @@ class TaskSpec:
     def is_regression(self) -> bool:
         """True for regression tasks (one float label per example)."""
         return self.problem_type == "regression"
+
+    def train_examples(self, validation_from: str = "train") -> int | None:
+        """Training examples of the published data as ``load_task`` splits it (``TRAIN_EXAMPLES``): with
+        ``validation_from="test"`` the part carved for validation stays in train. None where unknown."""
+        if self.TRAIN_EXAMPLES is None:
+            return None
+        train, carved = self.TRAIN_EXAMPLES
+        return train + carved if validation_from == "test" else train
 
     @property
     def vocab_size(self) -> int | None:

@@ -113,6 +113,7 @@ class ListOpsTask(LraTsvTask):
     hub_columns: tuple[tuple[str, str], ...] = (("source", "Source"), ("target", "Target"))
     FILES: ClassVar[tuple[str, ...]] = ("basic_train.tsv", "basic_val.tsv", "basic_test.tsv")
     FOLDER: ClassVar[str] = "listops-1000"
+    TRAIN_EXAMPLES: ClassVar[tuple[int, int] | None] = (96_000, 0)  # the LRA release's own train split
     read_tsv = staticmethod(lra.read_listops)
 
     @staticmethod
@@ -135,6 +136,7 @@ class RetrievalTask(LraTsvTask):
     hub_columns: tuple[tuple[str, str], ...] = (("label", "label"), ("text1", "text1"), ("text2", "text2"))
     FILES: ClassVar[tuple[str, ...]] = ("new_aan_pairs.train.tsv", "new_aan_pairs.eval.tsv", "new_aan_pairs.test.tsv")
     FOLDER: ClassVar[str] = "tsv_data"
+    TRAIN_EXAMPLES: ClassVar[tuple[int, int] | None] = (147_086, 0)  # the LRA release's own train split
     read_tsv = staticmethod(lra.read_aan)
 
     @staticmethod
@@ -158,6 +160,7 @@ class TextTask(TaskSpec):
     label_names: tuple[str, ...] | None = ("neg", "pos")
     hub_id: str = "stanfordnlp/imdb"
     OPTIONS: ClassVar[tuple[str, ...]] = ("max_length", "append_eos", "hub_id")
+    TRAIN_EXAMPLES: ClassVar[tuple[int, int] | None] = (22_500, 2_500)  # IMDb's 25,000 train reviews less 10%
 
     def locate(self, data_dir: str | Path | None) -> Source:
         return hub_datasets.locate_hub(self.name, self.hub_id, None, data_dir)
@@ -183,6 +186,7 @@ class ImageTask(TaskSpec):
     validation_size: float = 5000
     hub_id: str = "uoft-cs/cifar10"
     OPTIONS: ClassVar[tuple[str, ...]] = ("hub_id",)
+    TRAIN_EXAMPLES: ClassVar[tuple[int, int] | None] = (45_000, 5_000)  # CIFAR-10's 50,000 train images less 5,000
 
     def locate(self, data_dir: str | Path | None) -> Source:
         return hub_datasets.locate_hub(self.name, self.hub_id, None, data_dir)
@@ -236,6 +240,7 @@ class PathfinderTask(TaskSpec):
     spt_target: str = "levels"
     storage_dtype: str = "uint8"
     OPTIONS: ClassVar[tuple[str, ...]] = ("contour_length", "resolution")
+    TRAIN_EXAMPLES: ClassVar[tuple[int, int] | None] = (160_000, 0)  # 80% of the 200,000 images (PathX's too)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "max_length", self.resolution**2)
@@ -312,6 +317,7 @@ class SpeechCommandsTask(TaskSpec):
     pooling: str = "max"
     hub_id: str = "google/speech_commands"
     OPTIONS: ClassVar[tuple[str, ...]] = ("hub_id",)
+    TRAIN_EXAMPLES: ClassVar[tuple[int, int] | None] = (84_848, 0)  # v0.02: the Hub's train split
 
     def locate(self, data_dir: str | Path | None) -> Source:
         return hub_datasets.locate_hub(self.name, self.hub_id, "v0.02", data_dir)
@@ -347,6 +353,7 @@ class BidmcTask(TaskSpec):
     metric: str = "r2"
     spt_target: str = "values"
     OPTIONS: ClassVar[tuple[str, ...]] = ("dataset_name", "num_channels", "max_length")
+    TRAIN_EXAMPLES: ClassVar[tuple[int, int] | None] = (5_009, 556)  # BIDMC32's 5,565 train series less 10%
 
     @classmethod
     def from_options(cls, **options: Any) -> TaskSpec:

@@ -137,7 +137,7 @@ def to_blocks(x: torch.Tensor, window: int, key_blocks: int) -> torch.Tensor:
     return blocks.permute(0, 2, 1, 4, 3).reshape(batch * num_blocks, heads, size, dim)
 
 
-CPU_ATTENTION_FLOPS = 1e11  # what SDPA reaches on a 2-core CPU (about half the matmul peak): an optimistic rate
+CPU_ATTENTION_FLOPS_PER_S = 1e11  # what SDPA reaches on a 2-core CPU (about half the matmul peak): an optimistic rate
 
 
 def warn_if_full_attention_is_slow(config: RotaryTransformerConfig, hidden_states: torch.Tensor) -> None:
@@ -148,7 +148,7 @@ def warn_if_full_attention_is_slow(config: RotaryTransformerConfig, hidden_state
         return
     passes = 3 if torch.is_grad_enabled() else 1  # forward + backward costs about three forwards
     flops = passes * 4 * batch * length**2 * hidden * config.num_hidden_layers  # QKᵀ and PV, every layer
-    seconds = flops / CPU_ATTENTION_FLOPS
+    seconds = flops / CPU_ATTENTION_FLOPS_PER_S
     scores_gib = batch * config.num_attention_heads * length**2 * hidden_states.element_size() / 2**30
     eager = config._attn_implementation == "eager"
     if seconds < 60 and not (eager and scores_gib > 4):

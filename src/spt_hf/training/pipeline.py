@@ -40,6 +40,7 @@ from ..data import (
     pretraining_dataset,
 )
 from ..data.pretraining import DataFingerprint, IndexedExamples
+from ..data.spec import TaskSpec
 from ..hub import ensure_push_credentials, push_phase
 from .arguments import PHASE_FIELDS, Recipe, refuse_packing, spt_bidirectional, validate_recipe
 from .compute import phase_compute
@@ -67,7 +68,28 @@ def model_config(recipe: Recipe, task: TaskData, **phase_fields):
     return AutoConfig.for_model(recipe.model.model_type, **values)
 
 
-def spt_model(recipe: Recipe, task: TaskData):
+def phase_model(recipe: Recipe, phase: str, task: TaskData, folder: Path | None = None):
+    """The model `phase` trains and how it starts: the SPT phase's new model (init None), else the classifier from
+    `folder` (checked) or from scratch, with its init kind. The dry run's estimate builds each phase's model here,
+    from scratch: a finetuning phase from a checkpoint has the same architecture and cost."""
+    if phase == "spt":
+        return _spt_model(recipe, task), None
+    return _finetuning_model(recipe, task, folder)
+
+
+def phase_collator(recipe: Recipe, phase: str, spec: TaskSpec):
+    """The collator of `phase`'s batches: masked SPT (masks a pure function of the recipe's seed and each indexed
+    example: exact resume, fixed evaluation masks) or causal SPT, packed if the recipe packs; else the classifier's
+    (pairs for Retrieval). The dry run's estimate collates its steps with it too."""
+    if phase != "spt":
+        return (RetrievalCollator if spec.paired else ClassificationCollator)(spec)
+    spt, seed = recipe.spt, recipe.training.seed
+    if spt_bidirectional(recipe):
+        return MaskedSPTCollator(spec, spt.mask_rate, spt.span_length, seed=seed, rank=0, packed=spt.packed_sequences)
+    return CausalSPTCollator(spec, packed=spt.packed_sequences)
+
+
+def _spt_model(recipe: Recipe, task: TaskData):
     """The SPT phase's new model: ForMaskedLM (masked SPT) or ForCausalLM (causal SPT), fitted to the task."""
     bidirectional = spt_bidirectional(recipe)
     loss = "cross_entropy" if task.spec.spt_target == "levels" else recipe.model_config.get("continuous_loss", "l1")
@@ -98,22 +120,18 @@ def _pretrain(recipe: Recipe, fingerprint: dict, callbacks: list | None) -> dict
     start = time.perf_counter()
     set_seed(recipe.training.seed)
     task = load_task_data(recipe)
-    spt, seed = recipe.spt, recipe.training.seed
     bidirectional = spt_bidirectional(recipe)
-    model = spt_model(recipe, task)
-    packed = spt.packed_sequences
-    if packed:
+    model, _ = phase_model(recipe, "spt", task)
+    if recipe.spt.packed_sequences:
         refuse_unpackable_model(model)
     train_set = pretraining_dataset(task.splits, task.spec)
     columns = train_set.column_names
     evaluation = {name: task.splits[name].select_columns(columns) for name in ("validation", "test")}
-    if bidirectional:  # masks as a pure function of (seed, epoch, example): exact resume, fixed evaluation masks
+    collator = phase_collator(recipe, "spt", task.spec)
+    if bidirectional:  # indexed examples: masks as a pure function of (seed, epoch, example)
         _refuse_persistent_workers(recipe)
-        collator = MaskedSPTCollator(task.spec, spt.mask_rate, spt.span_length, seed=seed, rank=0, packed=packed)
         train_set = IndexedExamples(train_set)
         evaluation = {name: IndexedExamples(split, epoch=-1) for name, split in evaluation.items()}
-    else:
-        collator = CausalSPTCollator(task.spec, packed=packed)
     tokens = task.spec.input_kind == "tokens"
     if tokens and bidirectional:
         metrics, best = masked_accuracy_metrics(), "masked_accuracy"
@@ -168,8 +186,7 @@ def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict
     start = time.perf_counter()
     set_seed(recipe.training.seed)
     task = load_task_data(recipe)
-    model, init = _finetuning_model(recipe, task, folder)
-    collator_cls = RetrievalCollator if task.spec.paired else ClassificationCollator
+    model, init = phase_model(recipe, phase, task, folder)
     greater = task.spec.problem_type != "regression"
     best = "accuracy" if greater else "r2"
     trainer = PhaseTrainer(
@@ -177,7 +194,7 @@ def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict
         args=_phase_arguments(recipe, best, greater_is_better=True),
         train_dataset=task.splits["train"],
         eval_dataset=task.splits["validation"],
-        data_collator=collator_cls(task.spec),
+        data_collator=phase_collator(recipe, phase, task.spec),
         compute_metrics=classification_metrics(task.spec.problem_type),
         callbacks=callbacks,
     )
