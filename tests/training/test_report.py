@@ -244,3 +244,31 @@ def test_text_pretrained_scratch_and_spt_runs_are_three_kinds(tmp_path):
     cells = {row["architecture"]: row for row in parse_table(text, "architecture")}
     assert cells["spt_backbone"]["digits"] == "**79.0 → 75.0** (text-pretrained baseline)"
     assert cells["spt_s4"]["digits"] == "61.0 → 70.0"  # a scratch baseline names no kind
+
+
+def test_results_written_before_the_start_kind_vocabulary_report_the_same(tmp_path):
+    """results.json files of spt_hf before `StartKind` recorded a text-pretrained baseline as `init.kind: "scratch"`
+    and finetuning from a checkpoint without the SPT fingerprint as "pretrained"; they report as the files written in
+    `StartKind`'s words do."""
+    texts = {}
+    for era, baseline_kind, hub_kind in (
+        ("old", "scratch", "pretrained"),
+        ("new", "text-pretrained", "text-pretrained"),
+    ):
+        root = tmp_path / era
+        for seed in range(3):
+            fake_run(root / "s4" / f"seed{seed}", seed, 0.6 + 0.01 * seed, 0.7)
+            run = root / "pythia" / f"seed{seed}"
+            fake_phase(run, "finetune", model_type="spt_backbone", seed=seed, test=0.75, spt_dir=run / "spt")
+            baseline = fake_phase(run, "scratch", model_type="spt_backbone", seed=seed, test=0.8 - 0.01 * seed)
+            hub = fake_phase(root / "hub" / f"seed{seed}", "finetune", model_type="spt_dlr", seed=seed, test=0.7)
+            for folder, kind in ((baseline, baseline_kind), (hub, hub_kind)):
+                result = json.loads((folder / "results.json").read_text())
+                result["recipe"]["model_config"] = {"backbone_name_or_path": "EleutherAI/pythia-70m"}
+                result["init"] = {"kind": kind, "model_name_or_path": "someone/text-model" if folder == hub else None}
+                (folder / "results.json").write_text(json.dumps(result))
+        texts[era] = report([root], tmp_path / f"out-{era}").replace(str(root), "ROOT")
+        with open(tmp_path / f"out-{era}" / "runs.csv") as handle:
+            texts[era] += "".join(f"{r['architecture']} {r['kind']}\n" for r in csv.DictReader(handle))
+    assert texts["old"] == texts["new"]
+    assert "spt_dlr text-pretrained" in texts["new"] and "spt_backbone text-pretrained" in texts["new"]

@@ -55,6 +55,7 @@ from ..data import (
     get_task_spec,
 )
 from ..data.vocab import special_token_ids
+from ..phases import PHASE_COMMANDS
 from .arguments import Recipe, spt_bidirectional
 from .task_data import TaskData, backbone_tokenizer_source
 
@@ -515,7 +516,7 @@ def estimate_phase(
 ) -> PhaseEstimate:
     """The estimate of `phase` ("spt", "finetune" or "scratch") of `recipe`. `measured` caches the step of each
     (model, task, length) across calls (seeds and training sizes share it)."""
-    kind = "spt" if phase == "spt" else "finetune"
+    kind = PHASE_COMMANDS[phase]  # the two finetuning phases build the same model: one measurement
     key = (kind, recipe.data.task, repr(sorted(recipe.data.task_options.items())), recipe.data.max_length)
     key += (repr(sorted((k, repr(v)) for k, v in recipe.model_config.items())), recipe.spt.objective)
     key += (bool(recipe.training.gradient_checkpointing),)

@@ -27,20 +27,20 @@ from pathlib import Path
 
 import numpy as np
 
-from .results import RESULTS_FILE, baseline_kind
+from ..phases import BASELINE_KINDS, FINETUNE_PHASE, FINETUNING_PHASES, StartKind, recorded_start_kind
+from .results import RESULTS_FILE
 
 # Recipe entries that differ between the runs of one row without making them different experiments.
 NOT_A_VARIANT = ("training.seed", "model.model_name_or_path", "init.weights_sha256", "world_size")
 BUDGET_KEYS = ("training.max_steps", "spt.total_steps", "spt.spt_fraction")  # one entry instead: budget.steps
 SSM_TYPES = ("spt_s4", "spt_dlr")
-BASELINE_KINDS = ("scratch", "text-pretrained")  # finetuning without an SPT checkpoint: random init, or text weights
 
 
 @dataclass
 class Run:
     """One finetuning run: its seed, test (and validation) metric, budget, learning curve and folder."""
 
-    kind: str  # "scratch", "text-pretrained" (the baseline phase) or "spt" (SPT + finetune)
+    kind: str  # what it started from (`StartKind`): scratch or text-pretrained (the baseline), or SPT
     seed: int | None
     metric: str
     test: float | None
@@ -133,15 +133,6 @@ def _spt_results(result: dict) -> dict | None:
     return json.loads(path.read_text()) if source and path.is_file() else None
 
 
-def run_kind(result: dict) -> str:
-    """ "spt" for finetuning from an SPT checkpoint; the baseline phase (no SPT checkpoint) is "text-pretrained" when
-    its recipe loads pretrained backbone weights (`backbone_name_or_path`, as compare's plan decides), else "scratch";
-    finetuning from another pretrained checkpoint (no SPT fingerprint) is "text-pretrained" too."""
-    if result["phase"] == "finetune":
-        return "text-pretrained" if (result.get("init") or {}).get("kind") == "pretrained" else "spt"
-    return baseline_kind((result.get("recipe") or {}).get("model_config") or {})
-
-
 def _summed(result: dict, spt: dict | None, value) -> float | None:
     """A cost of the phase, plus its SPT phase's when it started from one; None when a phase did not record it."""
     values = [value(r) for r in (result, spt) if r is not None]
@@ -152,16 +143,16 @@ def comparison_rows(results: list[dict]) -> list[Row]:
     """Group finetuning results into rows (see the module docstring)."""
     groups: dict[tuple, dict] = {}
     for result in results:
-        if result.get("phase") not in ("finetune", "scratch"):
+        if result.get("phase") not in FINETUNING_PHASES:
             continue
         name, test, validation = test_metric(result)
-        spt = _spt_results(result) if result["phase"] == "finetune" else None
+        spt = _spt_results(result) if result["phase"] == FINETUNE_PHASE else None
         entries = _entries(result, spt)
         key = (result["task"], architecture_name(result), json.dumps(entries, sort_keys=True, default=str))
         spt_key = json.dumps(_entries(spt), sort_keys=True, default=str) if spt else None
         group = groups.setdefault(key, {"metric": name, "entries": entries, "spt": defaultdict(list)})
         run = Run(
-            kind=run_kind(result),
+            kind=recorded_start_kind(result),
             seed=(result.get("recipe") or {}).get("training", {}).get("seed"),
             metric=name,
             test=test,
@@ -417,7 +408,7 @@ def paper_table(rows: list[Row]) -> str:
             text = " → ".join(f"{cell[k]:.1f}" if k in cell else "—" for k in ("baseline", "spt"))
             if "spt" in cell and best[task] is not None and cell["spt"] == best[task]:
                 text = f"**{text}**"
-            if cell.get("_baseline_kind", "scratch") not in ("scratch", "—"):
+            if cell.get("_baseline_kind", StartKind.SCRATCH) not in (StartKind.SCRATCH, "—"):
                 text = f"{text} ({cell['_baseline_kind']} baseline)"
             cells.append(text)
         complete = {k: v for k, v in averages.items() if len(v) == len(tasks)}
@@ -427,7 +418,11 @@ def paper_table(rows: list[Row]) -> str:
 
 
 TRANSFORMER_TYPE = "spt_rotary_transformer"
-KIND_NAMES = {"scratch": "scratch", "text-pretrained": "text-pretrained", "spt": "SPT + finetune"}
+KIND_NAMES = {
+    StartKind.SCRATCH: "scratch",
+    StartKind.TEXT_PRETRAINED: "text-pretrained",
+    StartKind.SPT: "SPT + finetune",
+}
 
 
 def transformer_ssm_gap(rows: list[Row]) -> str:
@@ -524,7 +519,7 @@ def _mean_curve(runs: list[Run]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     if not steps:
         return None
     values = np.array([[c[s] for s in steps] for c in curves])  # (seeds, steps)
-    offset = runs[0].spt_steps if runs[0].kind == "spt" else 0
+    offset = runs[0].spt_steps if runs[0].kind == StartKind.SPT else 0
     return np.array(steps) + offset, values.mean(0), values.min(0), values.max(0)
 
 
@@ -543,9 +538,9 @@ def plot_learning_curves(rows: list[Row], out: Path) -> Path:
             label = row.architecture + (f" [{row.variant}]" if row.variant else "")
             colour = colours(labels.index(label) % 10)
             for kind, style, text in (
-                ("scratch", "--", "scratch"),
-                ("text-pretrained", ":", "text-pretrained"),
-                ("spt", "-", "SPT + finetune"),
+                (StartKind.SCRATCH, "--", KIND_NAMES[StartKind.SCRATCH]),
+                (StartKind.TEXT_PRETRAINED, ":", KIND_NAMES[StartKind.TEXT_PRETRAINED]),
+                (StartKind.SPT, "-", KIND_NAMES[StartKind.SPT]),
             ):
                 curve = _mean_curve(row.side(kind))
                 if curve is None:
