@@ -109,7 +109,7 @@ def test_the_yaml_form_and_a_dry_run_print_the_plan_and_run_nothing(tmp_path, ca
     )
     assert cli_main(["compare", "--config", str(config), "--dry-run", "--max_steps", "3"]) == 0
     out = capsys.readouterr().out
-    assert out.count("| listops/s4/n100/seed1/finetune | finetune | waiting | 3 steps |") == 1
+    assert out.count("| listops/s4/n100/seed1/finetune | spt | waiting | 3 steps |") == 1  # from its SPT checkpoint
     assert "| digits/s4/full/seed0/scratch | scratch | new |" in out and "listops/s4/full/seed1/spt |" in out
     assert not (tmp_path / "cmp").exists()
 
