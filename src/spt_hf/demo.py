@@ -25,7 +25,8 @@ from .compare import CompareSpec, run_compare
 from .compare.plan import available_pairs, task_recipe_pair
 from .phases import PHASES
 from .training.arguments import RECIPES_DIR
-from .training.report import comparison_rows, find_results, markdown_table
+from .training.report import markdown_table
+from .training.rows import comparison_rows, find_results
 
 
 def run_demo(
