@@ -23,8 +23,10 @@ from pathlib import Path
 
 from .compare import CompareSpec, run_compare
 from .compare.plan import available_pairs, task_recipe_pair
+from .phases import PHASES
 from .training.arguments import RECIPES_DIR
-from .training.report import comparison_rows, find_results, markdown_table
+from .training.report import markdown_table
+from .training.rows import comparison_rows, find_results
 
 
 def run_demo(
@@ -55,7 +57,7 @@ def run_demo(
     table = markdown_table(comparison_rows(find_results([root])))
     minutes = (time.perf_counter() - start) / 60
     print(f"\nTest accuracy on digits (mean ± sd over seeds {list(seeds)}), {minutes:.1f} min:\n\n{table}\n")
-    print(f"Checkpoints and results.json: {root}/digits/<arch>/full/seed<k>/{{spt,finetune,scratch}}")
+    print(f"Checkpoints and results.json: {root}/digits/<arch>/full/seed<k>/{{{','.join(PHASES)}}}")
     print(f"Report: {root}/report.md, {root}/learning_curves.png, {root}/test_metrics.png, {root}/runs.csv")
     if not result.ok:
         raise RuntimeError(f"The demo's comparison did not finish: {result.problems}")

@@ -1,4 +1,4 @@
-"""The benchmark scripts run end to end at tiny sizes and print JSON lines with the fields docs/benchmarks.md's tables use.
+"""The benchmark scripts run end to end at tiny sizes and print JSON lines with the fields docs/benchmarks.md tabulates.
 
 They time nothing here (no timed assertions); they only guard against the scripts rotting between measurements.
 """

@@ -177,3 +177,26 @@ def test_an_spt_backbone_card_names_its_backbone(tiny_run):
     assert "A `spt_backbone (mamba)` model" in card.text and "| model type | `spt_backbone (mamba)` |" in card.text
     assert "| backbone_input | embeddings |" in card.text
     assert "mamba" in card.data.tags and card.data.model_name == "backbone-mamba-digits-spt"
+
+
+def test_cards_say_what_a_model_started_from_in_old_and_new_results(tiny_run):
+    """results.json files written before `StartKind` recorded a text-pretrained baseline as "scratch" and a Hub
+    checkpoint as "pretrained"; their cards read like those of files in `StartKind`'s words, and name the weights."""
+    scratch = load(tiny_run, "scratch")
+    assert "from random initialisation (the scratch baseline" in render_model_card(scratch).text
+    cards = {}
+    for era, baseline_kind, hub_kind in (
+        ("old", "scratch", "pretrained"),
+        ("new", "text-pretrained", "text-pretrained"),
+    ):
+        baseline = copy.deepcopy(scratch)
+        baseline["recipe"]["model_config"]["backbone_name_or_path"] = "EleutherAI/pythia-70m"
+        baseline["init"]["kind"] = baseline_kind
+        hub = copy.deepcopy(load(tiny_run, "finetune"))
+        hub["init"] = {"kind": hub_kind, "model_name_or_path": "someone/text-model"}
+        cards[era] = [render_model_card(results).text for results in (baseline, hub)]
+    assert cards["old"] == cards["new"]
+    baseline_card, hub_card = cards["new"]
+    assert "from the pretrained backbone weights its config names" in baseline_card
+    assert "random initialisation" not in baseline_card
+    assert "from the pretrained model `someone/text-model`" in hub_card

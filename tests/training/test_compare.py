@@ -109,7 +109,7 @@ def test_the_yaml_form_and_a_dry_run_print_the_plan_and_run_nothing(tmp_path, ca
     )
     assert cli_main(["compare", "--config", str(config), "--dry-run", "--max_steps", "3"]) == 0
     out = capsys.readouterr().out
-    assert out.count("| listops/s4/n100/seed1/finetune | finetune | waiting | 3 steps |") == 1
+    assert out.count("| listops/s4/n100/seed1/finetune | spt | waiting | 3 steps |") == 1  # from its SPT checkpoint
     assert "| digits/s4/full/seed0/scratch | scratch | new |" in out and "listops/s4/full/seed1/spt |" in out
     assert not (tmp_path / "cmp").exists()
 
@@ -242,7 +242,8 @@ def test_the_phase_and_compare_decide_a_phase_state_with_one_function(tmp_path):
 
 def test_the_baseline_phase_of_a_text_pretrained_pair_is_its_own_kind(tmp_path):
     """The baseline phase (folder scratch/, finetuning without an SPT checkpoint) is "scratch" from random
-    initialisation and "text-pretrained" when its recipe loads Pythia's weights; the plan table shows the kind."""
+    initialisation and "text-pretrained" when its recipe loads Pythia's weights; the plan table shows what each phase
+    starts from (`StartKind`: the finetuning phase from its SPT checkpoint)."""
     from spt_hf.compare import build_plan
     from spt_hf.compare.state import describe_plan, plan_states
 
@@ -254,10 +255,12 @@ def test_the_baseline_phase_of_a_text_pretrained_pair_is_its_own_kind(tmp_path):
     kinds = {job.id.split("/", 1)[1]: (job.phase, job.kind) for job in plan.jobs}
     assert kinds["pythia70m-pretrained/full/seed0/scratch"] == ("scratch", "text-pretrained")
     assert kinds["s4/full/seed0/scratch"] == ("scratch", "scratch")
-    assert kinds["s4/full/seed0/finetune"] == ("finetune", "finetune")
+    assert kinds["s4/full/seed0/finetune"] == ("finetune", "spt")  # from its SPT checkpoint
+    assert kinds["pythia70m-pretrained/full/seed0/spt"] == ("spt", "text-pretrained")
+    assert kinds["s4/full/seed0/spt"] == ("spt", "scratch")
     table = describe_plan(plan, plan_states(plan))
     assert "| text/pythia70m-pretrained/full/seed0/scratch | text-pretrained | new |" in table
-    assert "| text/s4/full/seed0/finetune | finetune | waiting |" in table
+    assert "| text/s4/full/seed0/finetune | spt | waiting |" in table
     assert not (tmp_path / "c").exists()
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from spt_hf.cli import main as cli_main
-from spt_hf.training.report import comparison_rows, find_results, paper_table, report
+from spt_hf.training.report import paper_table, report
+from spt_hf.training.rows import comparison_rows, find_results
 
 
 def fake_phase(
@@ -125,7 +126,7 @@ def test_report_writes_tables_per_seed_files_and_plots_and_says_where(tmp_path, 
 
 
 def test_paper_table_marks_the_best_per_column_and_averages_complete_rows():
-    from spt_hf.training.report import Row, Run
+    from spt_hf.training.rows import Row, Run
 
     def row(task, arch, scratch, spt):
         runs = [
@@ -244,3 +245,72 @@ def test_text_pretrained_scratch_and_spt_runs_are_three_kinds(tmp_path):
     cells = {row["architecture"]: row for row in parse_table(text, "architecture")}
     assert cells["spt_backbone"]["digits"] == "**79.0 → 75.0** (text-pretrained baseline)"
     assert cells["spt_s4"]["digits"] == "61.0 → 70.0"  # a scratch baseline names no kind
+
+
+def test_results_written_before_the_start_kind_vocabulary_report_the_same(tmp_path):
+    """results.json files of spt_hf before `StartKind` recorded a text-pretrained baseline as `init.kind: "scratch"`
+    and finetuning from a checkpoint without the SPT fingerprint as "pretrained"; they report as the files written in
+    `StartKind`'s words do."""
+    texts = {}
+    for era, baseline_kind, hub_kind in (
+        ("old", "scratch", "pretrained"),
+        ("new", "text-pretrained", "text-pretrained"),
+    ):
+        root = tmp_path / era
+        for seed in range(3):
+            fake_run(root / "s4" / f"seed{seed}", seed, 0.6 + 0.01 * seed, 0.7)
+            run = root / "pythia" / f"seed{seed}"
+            fake_phase(run, "finetune", model_type="spt_backbone", seed=seed, test=0.75, spt_dir=run / "spt")
+            baseline = fake_phase(run, "scratch", model_type="spt_backbone", seed=seed, test=0.8 - 0.01 * seed)
+            hub = fake_phase(root / "hub" / f"seed{seed}", "finetune", model_type="spt_dlr", seed=seed, test=0.7)
+            for folder, kind in ((baseline, baseline_kind), (hub, hub_kind)):
+                result = json.loads((folder / "results.json").read_text())
+                result["recipe"]["model_config"] = {"backbone_name_or_path": "EleutherAI/pythia-70m"}
+                result["init"] = {"kind": kind, "model_name_or_path": "someone/text-model" if folder == hub else None}
+                (folder / "results.json").write_text(json.dumps(result))
+        texts[era] = report([root], tmp_path / f"out-{era}").replace(str(root), "ROOT")
+        with open(tmp_path / f"out-{era}" / "runs.csv") as handle:
+            texts[era] += "".join(f"{r['architecture']} {r['kind']}\n" for r in csv.DictReader(handle))
+    assert texts["old"] == texts["new"]
+    assert "spt_dlr text-pretrained" in texts["new"] and "spt_backbone text-pretrained" in texts["new"]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        # (n, mean, interval, p_t, p_sign, unpaired): below MIN_PAIRS pairs a mean but no interval and no test
+        ({0: 2.0, 1: 4.0}, {0: 1.0, 1: 1.0}, (2, 2.0, None, None, None, {})),
+        ({}, {0: 1.0}, (0, None, None, None, None, {"b": [0]})),
+        # every seed differs by the same amount: no spread, the interval is the point and p (paired t) 0 (or 1 at 0)
+        ({0: 3.0, 1: 4.0, 2: 5.0}, {0: 1.0, 1: 2.0, 2: 3.0}, (3, 2.0, (2.0, 2.0), 0.0, 0.25, {})),
+        ({0: 1.0, 1: 2.0, 2: 3.0}, {0: 1.0, 1: 2.0, 2: 3.0}, (3, 0.0, (0.0, 0.0), 1.0, 1.0, {})),
+        # seeds one side lacks are left out and named
+        (
+            {0: 3.0, 1: 4.0, 2: 5.0, 7: 9.0},
+            {0: 1.0, 1: 2.0, 2: 3.0, 8: 0.0},
+            (3, 2.0, (2.0, 2.0), 0.0, 0.25, {"a": [7], "b": [8]}),
+        ),
+    ],
+)
+def test_paired_difference(a, b, expected):
+    from spt_hf.training.statistics import paired_difference
+
+    paired = paired_difference(a, b)
+    interval = None if paired.low is None else (paired.low, paired.high)
+    assert (paired.n, paired.mean, interval, paired.p_t, paired.p_sign, paired.unpaired) == expected
+    assert paired.significant == (expected[3] is not None and expected[3] < 0.05)
+
+
+@pytest.mark.parametrize(
+    ("differences", "expected"),
+    [
+        ([1.0, 2.0, 3.0], 0.25),  # the smallest p of 3 pairs: 2 / 2^3
+        ([1.0, 1.0, 1.0, 1.0, 1.0], 0.0625),  # 2 / 2^5
+        ([1.0, -1.0, 1.0, -1.0], 1.0),  # mean 0: every sign assignment is as extreme
+        ([3.0, 1.0, -1.0], 0.75),  # |3 ± 1 ± 1| >= 3 for three of the four signs of 1 and 1, either sign of 3
+    ],
+)
+def test_sign_flip_p(differences, expected):
+    from spt_hf.training.statistics import sign_flip_p
+
+    assert sign_flip_p(np.array(differences)) == pytest.approx(expected)

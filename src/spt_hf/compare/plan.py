@@ -13,9 +13,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..phases import BASELINE_PHASE, FINETUNE_PHASE, PHASE_COMMANDS, start_kind
 from ..training.arguments import RECIPES_DIR, SPT_ONLY_KEYS, SPT_PHASE_SWITCHES, find_recipe, load_recipe
-from ..training.pipeline import BASELINE_PHASE, phase_budgets, refuse_ignored_max_steps
-from ..training.results import baseline_kind
+from ..training.pipeline import phase_budgets, refuse_ignored_max_steps
 from .processes import PhaseProcesses, phase_processes
 
 BUDGETS = ("equal", "tied")
@@ -109,17 +109,13 @@ def refuse_owned_overrides(overrides: dict, where: str) -> None:
             raise ValueError(f"`{key}` in the recipe overrides ({where}) is compare's own key: {fix}.")
 
 
-# The one mapping from a phase to the `spt-hf` command that runs it and to the phase `load_recipe` checks it for.
-PHASE_COMMANDS = {"spt": "spt", "finetune": "finetune", BASELINE_PHASE: "finetune"}
-
-
 @dataclass
 class PhaseJob:
     """One phase of the plan: the command that runs it and the phase it waits for.
 
-    `phase` is "spt", "finetune" or the baseline phase ("scratch", also its folder); `kind` says how a phase
-    starts: "spt" (self-pretrains), "finetune" (from its SPT checkpoint), "scratch" (a baseline from random
-    initialisation) or "text-pretrained" (a baseline from text-pretrained weights)."""
+    `phase` is one of `phases.PHASES`; `kind` is what the phase starts from (`phases.StartKind`, decided when the
+    plan loads its recipe): finetuning from its SPT checkpoint, the SPT phase and the baseline from random
+    initialisation or from the text-pretrained weights their recipe loads."""
 
     id: str
     phase: str
@@ -137,7 +133,6 @@ class PhaseJob:
     def __post_init__(self) -> None:
         if self.phase not in PHASE_COMMANDS:
             raise ValueError(f"PhaseJob phase {self.phase!r}; expected one of {list(PHASE_COMMANDS)}.")
-        self.kind = self.kind or self.phase
 
     @property
     def phase_dir(self) -> Path:
@@ -334,9 +329,8 @@ def build_plan(spec: CompareSpec) -> Plan:
     if not jobs and missing:
         raise FileNotFoundError(f"None of the (task, architecture) pairs has recipes in {spec.recipes_dir}.")
     for job in jobs:  # every phase's recipe, as that phase will load it, before anything runs
-        recipe = job.load_recipe()
-        if job.phase == BASELINE_PHASE:
-            job.kind = baseline_kind(recipe.model_config)
+        spt_checkpoint = True if job.phase == FINETUNE_PHASE else None  # the checkpoint of its own SPT phase
+        job.kind = start_kind(job.load_recipe().model_config, spt_checkpoint)
     layout = phase_processes(spec)  # from the launcher's options: one process per device
     launch = Launch(
         spec.launcher,

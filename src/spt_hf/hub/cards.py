@@ -13,6 +13,8 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from ..phases import FINETUNE_PHASE, SPT_PHASE, recorded_start_kind
+
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 SPT_TEMPLATE = TEMPLATES_DIR / "spt_checkpoint.md"
 FINETUNE_TEMPLATE = TEMPLATES_DIR / "finetuned_checkpoint.md"
@@ -89,7 +91,7 @@ def render_model_card(
         repo_id: the Hub repository, for the loading snippets (a placeholder if not given).
         license: the card's license (the Hub's identifier).
     """
-    is_spt = results["phase"] == "spt"
+    is_spt = results["phase"] == SPT_PHASE
     context = card_context(results, scratch_results, spt_results, finetune_results, repo_id)
     card_data = ModelCardData(
         license=license,
@@ -107,7 +109,7 @@ def render_model_card(
 def eval_results(results: dict, model_name: str) -> list[EvalResult]:
     """One `EvalResult` per test and validation metric of the results file (the numbers unchanged)."""
     task = results["task"]
-    if results["phase"] == "spt":
+    if results["phase"] == SPT_PHASE:
         task_type, task_name = SPT_TASK_TYPES[results["recipe"]["spt"]["objective"]]
     else:
         task_type, task_name = TASK_TYPES.get(task, "other"), f"{task} (finetuned)"
@@ -172,12 +174,12 @@ def card_context(results, scratch_results, spt_results, finetune_results, repo_i
     """Everything the templates show, read from the results files (numbers as they are)."""
     config = results.get("model_config") or {}
     recipe = results.get("recipe") or {}
-    spt_source = results if results["phase"] == "spt" else (spt_results or {})
-    init = results.get("init") or {}
+    spt_source = results if results["phase"] == SPT_PHASE else (spt_results or {})
+    init = start(results)
     repo_id = repo_id or PLACEHOLDER_REPO_ID
     budget = results.get("budget") or {}
     head_rows = [(k, config[k]) for k in HEAD_FIELDS if config.get(k) is not None]
-    if results["phase"] != "spt":
+    if results["phase"] != SPT_PHASE:
         head_rows.append(("num_labels", num_labels(results)))
     return {
         "model_name": repo_id.split("/")[-1] if repo_id != PLACEHOLDER_REPO_ID else default_name(results),
@@ -189,7 +191,7 @@ def card_context(results, scratch_results, spt_results, finetune_results, repo_i
         "architecture_rows": [(k, config[k]) for k in ARCHITECTURE_FIELDS if config.get(k) is not None],
         "head_rows": head_rows,
         "inputs": describe_inputs(config),
-        "num_labels": num_labels(finetune_results if results["phase"] == "spt" else results),
+        "num_labels": num_labels(finetune_results if results["phase"] == SPT_PHASE else results),
         "dataset_id": hub_dataset_id(results),
         "split_sizes": (results.get("data") or {}).get("split_sizes") or {},
         "fingerprint": (spt_source.get("data") or {}).get("pretraining_fingerprint"),
@@ -208,6 +210,13 @@ def card_context(results, scratch_results, spt_results, finetune_results, repo_i
         "seed": (recipe.get("training") or {}).get("seed"),
         "citation": CITATION,
     }
+
+
+def start(results: dict) -> dict:
+    """results.json's `init` (what a finetuned model started from), its kind read in `phases.StartKind`'s words
+    whatever version of spt_hf wrote it; empty when not recorded."""
+    init = results.get("init") or {}
+    return {**init, "kind": recorded_start_kind(results)} if init else {}
 
 
 def backbone_type(results: dict) -> str | None:
@@ -233,7 +242,7 @@ def num_labels(results: dict | None) -> int | None:
 
 
 def default_name(results: dict) -> str:
-    suffix = "spt" if results["phase"] == "spt" else "finetuned"
+    suffix = "spt" if results["phase"] == SPT_PHASE else "finetuned"
     parts = (results["model_type"].removeprefix("spt_"), backbone_type(results), results["task"], suffix)
     return "-".join(str(part) for part in parts if part)
 
@@ -249,10 +258,10 @@ def describe_inputs(config: dict) -> str:
 def comparison_rows(results: dict, scratch: dict | None, finetuned: dict | None) -> list[tuple[str, str, float]]:
     """(initialisation, metric, test value) of the finetuned models to compare: from SPT, and from scratch."""
     baseline = ("from scratch (same recipe and budget)", scratch)
-    if results["phase"] == "spt":
+    if results["phase"] == SPT_PHASE:
         candidates = (("finetuned from this checkpoint", finetuned), baseline)
     elif scratch:
-        candidates = ((f"this model (initialised: {(results.get('init') or {}).get('kind', '?')})", results), baseline)
+        candidates = ((f"this model (initialised: {start(results).get('kind', '?')})", results), baseline)
     else:
         return []
     return [(label, *headline) for label, source in candidates if (headline := headline_metric(source))]
@@ -270,7 +279,7 @@ def results_from_folder(folder: str | Path) -> dict:
     state = folder / "trainer_state.json"
     steps = json.loads(state.read_text()).get("global_step") if state.is_file() else None
     return {
-        "phase": "spt" if head.endswith(("ForMaskedLM", "ForCausalLM")) else "finetune",
+        "phase": SPT_PHASE if head.endswith(("ForMaskedLM", "ForCausalLM")) else FINETUNE_PHASE,
         "task": None,
         "model_type": config.get("model_type", "unknown"),
         "num_parameters": count_parameters(folder),

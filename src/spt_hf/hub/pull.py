@@ -11,10 +11,11 @@ import os
 import re
 from pathlib import Path
 
+from ..phases import PHASES
+
 # Everything a checkpoint check reads: weights, configs, modeling files, results, the SPT data fingerprint.
 PULL_PATTERNS = ["*.safetensors", "*.safetensors.index.json", "*.json", "*.py", "spt_fingerprint.npy", "README.md"]
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
-RUN_PHASES = ("spt", "finetune", "scratch")
 
 
 def looks_local(name: str) -> bool:
@@ -54,7 +55,7 @@ def not_a_checkpoint(folder: Path) -> str | None:
     if has_config and has_weights:
         return None
     checkpoints = sorted(p.name for p in folder.glob("checkpoint-*") if p.is_dir())
-    phases = [name for name in RUN_PHASES if (folder / name).is_dir()]
+    phases = [name for name in PHASES if (folder / name).is_dir()]
     if checkpoints:
         return (
             f"holds Trainer checkpoints ({', '.join(checkpoints)}) but no exported model (config.json and "

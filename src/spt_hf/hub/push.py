@@ -22,11 +22,12 @@ import shlex
 from pathlib import Path
 
 from ..checkpoints import write_text_atomic
+from ..phases import BASELINE_PHASE, FINETUNE_PHASE, SPT_PHASE
+from ..phases import PHASES as RUN_PHASES  # the sub-folders of a `spt-hf run` folder
 from .cards import render_model_card, results_from_folder
 
 logger = logging.getLogger(__name__)
 
-RUN_PHASES = ("spt", "finetune", "scratch")  # sub-folders of a `spt-hf run` folder
 PUSH_PATTERNS = [
     "*.safetensors",
     "*.safetensors.index.json",
@@ -118,7 +119,7 @@ def resolve_push_folder(path: str | Path, phase: str | None = None) -> Path:
             f"{path} is neither a checkpoint folder (config.json and weights) nor a `spt-hf run` folder with "
             f"{'/, '.join(RUN_PHASES)}/ sub-folders."
         )
-    phase = phase or "spt"
+    phase = phase or SPT_PHASE
     if phase not in phases:
         raise FileNotFoundError(f"The run folder {path} has no {phase}/ checkpoint; it has {phases}.")
     return path / phase
@@ -134,14 +135,13 @@ def related_results(folder: Path) -> dict:
         for name in RUN_PHASES:
             if name != folder.name and (folder.parent / name / "results.json").is_file():
                 siblings[name] = json.loads((folder.parent / name / "results.json").read_text())
-    if own["phase"] == "spt":
-        return {"finetune_results": siblings.get("finetune"), "scratch_results": siblings.get("scratch")}
-    init = own.get("init") or {}
-    if init.get("kind") == "scratch":
+    if own["phase"] == SPT_PHASE:
+        return {"finetune_results": siblings.get(FINETUNE_PHASE), "scratch_results": siblings.get(BASELINE_PHASE)}
+    if own["phase"] == BASELINE_PHASE:
         return {}
-    source = Path(init.get("model_name_or_path") or "", "results.json")
-    spt = siblings.get("spt") or (json.loads(source.read_text()) if source.is_file() else None)
-    return {"spt_results": spt, "scratch_results": siblings.get("scratch")}
+    source = Path((own.get("init") or {}).get("model_name_or_path") or "", "results.json")
+    spt = siblings.get(SPT_PHASE) or (json.loads(source.read_text()) if source.is_file() else None)
+    return {"spt_results": spt, "scratch_results": siblings.get(BASELINE_PHASE)}
 
 
 def write_model_card(folder: str | Path, repo_id: str | None = None) -> Path:

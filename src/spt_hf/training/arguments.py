@@ -6,10 +6,8 @@ of the model's config class. `--key value` on the command line overrides the YAM
 Recipes ship with the package (`spt_hf/recipes/`): `find_recipe("cpu/digits-transformer-spt.yaml")` finds one by
 name from any folder; a path to a file of one's own works too.
 
-The phases have one name each, used by the CLI, the recipe file, the run sub-folder and results.json (the table in
-docs/recipes.md): "spt" (`spt-hf spt`, alias `spt-hf pretrain`; `<arch>-spt.yaml`; `spt/`), "finetune" (`spt-hf
-finetune --model_name_or_path ...`; `<arch>-finetune.yaml`; `finetune/`) and "scratch" (`spt-hf finetune` without a
-checkpoint; the same finetuning recipe; `scratch/`).
+The phases have one name each, used by the CLI, the recipe file, the run sub-folder and results.json: see
+`spt_hf/phases.py`.
 """
 
 import dataclasses
@@ -27,7 +25,6 @@ from ..modeling.architectures import base_model_class
 from ..modeling.backbone_adapter import PACKED_SEQUENCE_BACKBONES
 
 OBJECTIVES = ("masked", "causal")
-PHASES = ("spt", "finetune", "scratch")
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 # Config fields that belong to a phase (heads, objectives), not to the architecture shared by both phases.
 PHASE_FIELDS = {"pooling", "classifier_type", "num_labels", "problem_type", "continuous_loss", "hidden_dropout_prob"}

@@ -27,6 +27,7 @@ import torch
 
 from ..data import get_task_spec
 from ..data.spec import Normalization, TaskSpec
+from ..phases import PHASE_COMMANDS
 from .arguments import Recipe
 from .measure import fit_length, measure_step
 from .pipeline import phase_collator, phase_model
@@ -186,7 +187,7 @@ def optimizer_steps(recipe: Recipe, train_examples: int | None) -> int | None:
 def _measured(recipe: Recipe, phase: str, max_measure_length: int | None, device: str | None, measured: dict | None):
     """(task length, parameters, model type, step) of the phase's model: measured, or from `measured` where the same
     model, task and length were (a finetuning phase and the baseline share the classifier)."""
-    kind = "spt" if phase == "spt" else "finetune"
+    kind = PHASE_COMMANDS[phase]  # the two finetuning phases build the same model: one measurement
     key = (kind, recipe.data.task, repr(sorted(recipe.data.task_options.items())), recipe.data.max_length)
     key += (repr(sorted((k, repr(v)) for k, v in recipe.model_config.items())), recipe.spt.objective)
     key += (bool(recipe.training.gradient_checkpointing), recipe.spt.packed_sequences)

@@ -4,11 +4,10 @@
 `output_dir` is the run folder: each phase writes its model, Trainer checkpoints and `results.json` into its own
 subfolder named after the phase, `spt/`, `finetune/` (from a checkpoint) or `scratch/`, so phases never resume each
 other's checkpoints. The phase names are the same everywhere (CLI, folders, results.json, budgets): see
-`training/arguments.py`.
+`spt_hf/phases.py`.
 """
 
 import dataclasses
-import math
 import os
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from transformers import (
 )
 from transformers.utils import logging as transformers_logging
 
-from .. import AutoModelForRetrieval
+from .. import AutoModelForRetrieval, phases
 from ..checkpoints import (
     file_digests,
     verify_backbone_transfer,
@@ -42,6 +41,7 @@ from ..data import (
 from ..data.pretraining import DataFingerprint, IndexedExamples
 from ..data.spec import TaskSpec
 from ..hub import ensure_push_credentials, push_phase
+from ..phases import BASELINE_PHASE, FINETUNE_PHASE, SPT_PHASE, start_kind
 from .arguments import PHASE_FIELDS, Recipe, refuse_packing, spt_bidirectional, validate_recipe
 from .compute import phase_compute
 from .results import phase_results, write_results
@@ -56,10 +56,6 @@ from .trainer import (
 )
 
 FINGERPRINT_FILE = "spt_fingerprint.npy"
-# The baseline phase: finetuning without an SPT checkpoint (from random initialisation, or from text-pretrained
-# weights that the recipe's `backbone_name_or_path` loads). Its name is that of its folder, `scratch/`, and of
-# results.json's "phase", kept so that every saved run folder is still found.
-BASELINE_PHASE = "scratch"
 
 
 def model_config(recipe: Recipe, task: TaskData, **phase_fields):
@@ -72,7 +68,7 @@ def phase_model(recipe: Recipe, phase: str, task: TaskData, folder: Path | None 
     """The model `phase` trains and how it starts: the SPT phase's new model (init None), else the classifier from
     `folder` (checked) or from scratch, with its init kind. The dry run's estimate builds each phase's model here,
     from scratch: a finetuning phase from a checkpoint has the same architecture and cost."""
-    if phase == "spt":
+    if phase == SPT_PHASE:
         return _spt_model(recipe, task), None
     return _finetuning_model(recipe, task, folder)
 
@@ -108,11 +104,11 @@ def pretrain(recipe: Recipe, callbacks: list | None = None) -> dict:
     """Self-pretrain on the task's train split with the recipe's objective; save a ForMaskedLM/ForCausalLM model
     (with `push_to_hub`, push it with results.json and its model card once they are written). A finished phase is
     left alone and its results returned."""
-    validate_recipe(recipe, "spt")
-    ensure_push_credentials(in_phase_dir(recipe, "spt").training)  # no token, no hub_model_id: fail before training
-    with open_phase(recipe, "spt") as status:
+    validate_recipe(recipe, SPT_PHASE)
+    ensure_push_credentials(in_phase_dir(recipe, SPT_PHASE).training)  # no token, no hub_model_id: fail before training
+    with open_phase(recipe, SPT_PHASE) as status:
         if status.state == PhaseState.FINISHED:
-            return _finished("spt", status.recipe, status.results)
+            return _finished(SPT_PHASE, status.recipe, status.results)
         return _pretrain(status.recipe, status.fingerprint, callbacks)
 
 
@@ -177,9 +173,8 @@ def finetune(recipe: Recipe, callbacks: list | None = None) -> dict:
 
 
 def finetuning_phase(recipe: Recipe) -> str:
-    """The phase `spt-hf finetune` runs for `recipe`: "finetune" from a checkpoint (`model_name_or_path`), else the
-    baseline phase (folder `scratch/`)."""
-    return "finetune" if recipe.model.model_name_or_path is not None else BASELINE_PHASE
+    """The phase `spt-hf finetune` runs for `recipe` (`phases.finetuning_phase`)."""
+    return phases.finetuning_phase(recipe.model.model_name_or_path is not None)
 
 
 def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict, callbacks: list | None) -> dict:
@@ -211,12 +206,13 @@ def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict
 
 
 def _finetuning_model(recipe: Recipe, task: TaskData, folder: Path | None):
-    """The classifier to finetune and how it was initialised: from `folder` (checked) or from scratch."""
+    """The classifier to finetune and what it starts from (`StartKind`): `folder` (checked), or a new model (random
+    initialisation, or text-pretrained backbone weights that its config loads)."""
     head_auto = AutoModelForRetrieval if task.spec.paired else AutoModelForSequenceClassification
     phase_fields = {k: v for k, v in recipe.model_config.items() if k in PHASE_FIELDS}
     head_fields = {**task.head_kwargs(), **phase_fields}
     if folder is None:
-        return head_auto.from_config(model_config(recipe, task, **head_fields)), "scratch"
+        return head_auto.from_config(model_config(recipe, task, **head_fields)), start_kind(recipe.model_config)
     _check_architecture(recipe, str(folder))
     verbosity = transformers_logging.get_verbosity()
     transformers_logging.set_verbosity_error()  # the expected head swap gets one line below, not a load report
@@ -241,7 +237,7 @@ def _finetuning_model(recipe: Recipe, task: TaskData, folder: Path | None):
         verify_backbone_transfer(model, folder)  # every backbone tensor came from the checkpoint ...
         verify_loaded_tensors(model, folder)  # ... and every checkpoint tensor was loaded unchanged
     _check_leakage(recipe, task, str(folder))
-    return model, "spt" if (folder / FINGERPRINT_FILE).is_file() else "pretrained"
+    return model, start_kind(recipe.model_config, spt_checkpoint=(folder / FINGERPRINT_FILE).is_file())
 
 
 def _refuse_persistent_workers(recipe: Recipe) -> None:
@@ -430,27 +426,16 @@ def _check_leakage(recipe: Recipe, task: TaskData, source: str) -> None:
 
 
 def phase_budgets(spt_recipe: Recipe, finetune_recipe: Recipe) -> dict:
-    """The steps of each phase: each recipe's own `max_steps`, or for compute-tied runs `total_steps` split by
-    `spt_fraction` (the baseline phase gets the whole budget). `spt-hf run` and `spt-hf compare` both take them."""
-    total = spt_recipe.phase.total_steps
-    if total is None:
-        steps = finetune_recipe.training.max_steps
-        return {"spt": spt_recipe.training.max_steps, "finetune": steps, BASELINE_PHASE: steps}
-    spt_steps = max(1, math.floor(total * spt_recipe.phase.spt_fraction))
-    return {"spt": spt_steps, "finetune": total - spt_steps, BASELINE_PHASE: total}
+    """The steps of each phase of a recipe pair (`phases.phase_budgets`). `spt-hf run` and `spt-hf compare` both
+    take them."""
+    spt, tied = spt_recipe.training.max_steps, spt_recipe.phase
+    return phases.phase_budgets(spt, finetune_recipe.training.max_steps, tied.total_steps, tied.spt_fraction)
 
 
 def refuse_ignored_max_steps(spt_recipe: Recipe, overrides: dict) -> None:
-    """Refuse a --max_steps override of a recipe pair whose budgets are tied (`total_steps`): total_steps decides
-    every phase's steps, so it would be ignored. The one check of `spt-hf run` and `spt-hf compare`."""
-    total = spt_recipe.phase.total_steps
-    if total and "max_steps" in overrides:
-        name = Path(spt_recipe.source).name if spt_recipe.source else "the SPT recipe"
-        raise ValueError(
-            f"--max_steps {overrides['max_steps']} would be ignored: {name} ties the phases' budgets with "
-            f"total_steps={total} (SPT gets spt_fraction of it, finetuning the rest, the baseline all of it). Pass "
-            "--total_steps N, or --total_steps null (`spt-hf compare`: --budget equal) to give each phase --max_steps."
-        )
+    """Refuse a --max_steps override that the recipe pair's tied budgets would ignore
+    (`phases.refuse_ignored_max_steps`). The one check of `spt-hf run` and `spt-hf compare`."""
+    phases.refuse_ignored_max_steps(spt_recipe.phase.total_steps, overrides, spt_recipe.source)
 
 
 def with_phase(recipe: Recipe, output_dir: Path, max_steps: int | None, model_name_or_path=...) -> Recipe:
@@ -471,10 +456,11 @@ def run(spt_recipe: Recipe, finetune_recipe: Recipe, with_scratch: bool = False)
     ensure_push_credentials(spt_recipe.training, finetune_recipe.training)  # both phases, before any training
     root = Path(spt_recipe.training.output_dir)
     budgets = phase_budgets(spt_recipe, finetune_recipe)
-    spt_dir = root / "spt"
+    spt_dir = root / SPT_PHASE
     summary = {"run_dir": str(root), "budgets": budgets, "phases": {}}
-    summary["phases"]["spt"] = pretrain(with_phase(spt_recipe, root, budgets["spt"]))
-    summary["phases"]["finetune"] = finetune(with_phase(finetune_recipe, root, budgets["finetune"], str(spt_dir)))
+    summary["phases"][SPT_PHASE] = pretrain(with_phase(spt_recipe, root, budgets[SPT_PHASE]))
+    finetuning = with_phase(finetune_recipe, root, budgets[FINETUNE_PHASE], str(spt_dir))
+    summary["phases"][FINETUNE_PHASE] = finetune(finetuning)
     if with_scratch:
         # The baseline is not pushed (it would land in the finetuned model's repository); its numbers go in the cards.
         baseline = with_phase(finetune_recipe, root, budgets[BASELINE_PHASE], None)
@@ -485,7 +471,7 @@ def run(spt_recipe: Recipe, finetune_recipe: Recipe, with_scratch: bool = False)
     if spt_recipe.training.should_save:  # the cards again, now that they can report every phase (only they change)
         message = "spt_hf: model card with the run's other phases"
         push_phase(spt_recipe.training, spt_dir, commit_message=message)
-        push_phase(finetune_recipe.training, root / "finetune", commit_message=message)
+        push_phase(finetune_recipe.training, root / FINETUNE_PHASE, commit_message=message)
     return summary
 
 

@@ -8,13 +8,6 @@ from ..checkpoints import write_json_atomic
 RESULTS_FILE = "results.json"
 
 
-def baseline_kind(model_config: dict) -> str:
-    """What a baseline phase (finetuning without an SPT checkpoint) starts from, from its recipe's `model_config`:
-    "text-pretrained" when it loads pretrained backbone weights (`backbone_name_or_path`), else "scratch" (random
-    initialisation). One decision for compare's plan and the report."""
-    return "text-pretrained" if model_config.get("backbone_name_or_path") else "scratch"
-
-
 def code_version() -> dict:
     """spt_hf's version and, when run from a git checkout, the commit (and whether it had local changes)."""
     from .. import __version__

@@ -296,7 +296,7 @@ def phase_extra(source_folder: Path | None) -> dict:
 
 
 def phase_status(recipe, phase: str, world_size: int | None = None) -> PhaseStatus:
-    """Whether the `phase` ("spt", "finetune" or "scratch") of `recipe` is finished, and in what state: THE
+    """Whether the `phase` (one of `phases.PHASES`) of `recipe` is finished, and in what state: THE
     decision, made by the phase itself when it starts (`open_phase`) and by `spt-hf compare` before it launches the
     phase (its plan table, what it runs, what it leaves alone). Reads only; never raises for the folder's content
     (WAITING and CHANGED carry the error the phase raises).

@@ -1,0 +1,97 @@
+"""The phases of a run, in one place: their names, the `spt-hf` command that runs each, which of them finetune, their
+step budgets, and what each starts from.
+
+A run has three phases, each with one name used by the CLI, the recipe file, the run sub-folder and results.json
+(the table in docs/recipes.md):
+
+- "spt" (`spt-hf spt`, alias `spt-hf pretrain`; `<arch>-spt.yaml`; `spt/`): self-pretraining on the task's train split;
+- "finetune" (`spt-hf finetune --model_name_or_path ...`; `<arch>-finetune.yaml`; `finetune/`): finetuning from a
+  checkpoint, the SPT phase's in a run;
+- "scratch" (`spt-hf finetune` without a checkpoint; the same finetuning recipe; `scratch/`): the baseline, finetuning
+  without an SPT checkpoint. It starts from random initialisation, or from text-pretrained weights that the recipe's
+  `backbone_name_or_path` loads; the folder keeps its first name so that every saved run folder is still found.
+
+What a phase starts from is one vocabulary, `StartKind`, for results.json's `init.kind`, compare's plan and the report.
+Standard library only: hub/, training/, compare/ and the CLI all import it.
+"""
+
+import math
+from enum import StrEnum
+from pathlib import Path
+
+SPT_PHASE = "spt"
+FINETUNE_PHASE = "finetune"
+BASELINE_PHASE = "scratch"
+PHASES = (SPT_PHASE, FINETUNE_PHASE, BASELINE_PHASE)  # also the sub-folders of a run folder
+FINETUNING_PHASES = (FINETUNE_PHASE, BASELINE_PHASE)  # the phases `spt-hf finetune` runs: both train a classifier
+# The `spt-hf` command that runs each phase, and the phase `load_recipe` checks its recipe for.
+PHASE_COMMANDS = {SPT_PHASE: "spt", FINETUNE_PHASE: "finetune", BASELINE_PHASE: "finetune"}
+
+
+class StartKind(StrEnum):
+    """What a phase's model starts from, one vocabulary for results.json (`init.kind`), compare's plan table and the
+    report (its runs' `kind`).
+
+    - SCRATCH: random initialisation.
+    - TEXT_PRETRAINED: pretrained weights that are not an SPT checkpoint: the backbone weights the recipe's
+      `backbone_name_or_path` loads, or a checkpoint without the SPT data fingerprint (a Hub model).
+    - SPT: an SPT checkpoint (its folder holds the SPT data fingerprint).
+    """
+
+    SCRATCH = "scratch"
+    TEXT_PRETRAINED = "text-pretrained"
+    SPT = "spt"
+
+
+BASELINE_KINDS = (StartKind.SCRATCH, StartKind.TEXT_PRETRAINED)  # what the baseline phase can start from
+# results.json files written before `StartKind` recorded a checkpoint without the SPT fingerprint as "pretrained".
+PRETRAINED_BEFORE_START_KIND = "pretrained"
+
+
+def finetuning_phase(from_checkpoint: bool) -> str:
+    """The phase `spt-hf finetune` runs: "finetune" from a checkpoint (`model_name_or_path`), else the baseline."""
+    return FINETUNE_PHASE if from_checkpoint else BASELINE_PHASE
+
+
+def start_kind(model_config: dict, spt_checkpoint: bool | None = None) -> StartKind:
+    """What a phase starts from. From a checkpoint (`model_name_or_path`), `spt_checkpoint` says whether it is an SPT
+    checkpoint; without one (None), the recipe's `model_config` decides: text-pretrained when it loads pretrained
+    backbone weights (`backbone_name_or_path`), else scratch. One decision for the pipeline, compare's plan and the
+    report."""
+    if spt_checkpoint is not None:
+        return StartKind.SPT if spt_checkpoint else StartKind.TEXT_PRETRAINED
+    return StartKind.TEXT_PRETRAINED if model_config.get("backbone_name_or_path") else StartKind.SCRATCH
+
+
+def recorded_start_kind(results: dict) -> StartKind:
+    """What the finetuning phase of a results.json started from, files written before `StartKind` included: their
+    baseline phase recorded "scratch" even when its recipe loaded text-pretrained weights (its recipe decides, as it
+    did when it ran), and a finetuning phase from a checkpoint without the SPT fingerprint recorded "pretrained"."""
+    if results["phase"] != FINETUNE_PHASE:
+        return start_kind((results.get("recipe") or {}).get("model_config") or {})
+    recorded = (results.get("init") or {}).get("kind")
+    return start_kind({}, spt_checkpoint=recorded not in (PRETRAINED_BEFORE_START_KIND, StartKind.TEXT_PRETRAINED))
+
+
+def phase_budgets(
+    spt_max_steps: int | None, finetune_max_steps: int | None, total_steps: int | None, spt_fraction: float
+) -> dict[str, int | None]:
+    """The steps of each phase: each recipe's own `max_steps` (the baseline gets the finetuning recipe's), or for
+    compute-tied runs `total_steps` split by `spt_fraction` (at least one SPT step; the baseline gets all of it)."""
+    if total_steps is None:
+        return {SPT_PHASE: spt_max_steps, FINETUNE_PHASE: finetune_max_steps, BASELINE_PHASE: finetune_max_steps}
+    spt_steps = max(1, math.floor(total_steps * spt_fraction))
+    return {SPT_PHASE: spt_steps, FINETUNE_PHASE: total_steps - spt_steps, BASELINE_PHASE: total_steps}
+
+
+def refuse_ignored_max_steps(total_steps: int | None, overrides: dict, source: str | None = None) -> None:
+    """Refuse a --max_steps override of a recipe pair whose budgets are tied (`total_steps`, from the SPT recipe at
+    `source`): total_steps decides every phase's steps, so it would be ignored."""
+    if total_steps and "max_steps" in overrides:
+        name = Path(source).name if source else "the SPT recipe"
+        raise ValueError(
+            f"--max_steps {overrides['max_steps']} would be ignored: {name} ties the phases' budgets with "
+            f"total_steps={total_steps} (SPT gets spt_fraction of it, finetuning the rest, the baseline all of it). "
+            "Pass --total_steps N, or --total_steps null (`spt-hf compare`: --budget equal) to give each phase "
+            "--max_steps."
+        )
