@@ -18,7 +18,6 @@ import torch
 from common import status_mib
 from torch.utils.flop_counter import FlopCounterMode
 
-from spt_hf.training.arguments import load_recipe
 from spt_hf.training.estimate import (
     BYTES_PER_PARAMETER,
     CPU_ATTENTION_FLOPS,
@@ -29,6 +28,7 @@ from spt_hf.training.estimate import (
     synthetic_examples,
 )
 from spt_hf.training.optim import param_groups
+from spt_hf.training.recipes import load_recipe
 
 # One paper recipe per architecture, each at its longest task.
 DEFAULT_RECIPES = [

@@ -281,10 +281,25 @@ def add_generate_arguments(parser: argparse.ArgumentParser, common: argparse.Arg
 
 
 def recipe_command(args, rest: list[str]) -> int:
-    from .training.arguments import SPT_PHASE_SWITCHES, argument_parser, load_recipe, parse_overrides
+    from .training.arguments import SPT_PHASE_SWITCHES, argument_parser
+    from .training.recipes import load_recipe, parse_overrides
 
     if args.help:
-        argument_parser(args.command).print_help()
+        parser = argument_parser(args.command)
+        parser.add_argument(
+            "--config",
+            metavar="RECIPE.yaml",
+            help="a recipe file, or a shipped recipe's name such as "
+            "cpu/digits-transformer-spt.yaml (`spt-hf recipes` lists them)",
+        )
+        if args.command == "run":
+            parser.add_argument(
+                *spellings("--finetune_config"), metavar="RECIPE.yaml", help="default: <name>-finetune.yaml"
+            )
+            parser.add_argument(
+                *spellings("--with_scratch"), action="store_true", help="also train the scratch baseline"
+            )
+        parser.print_help()
         return 0
     if args.config is None:
         raise ValueError(
@@ -326,7 +341,7 @@ def print_estimate(recipe, args, phase: str) -> int:
 
 
 def estimate_command(args, rest) -> int:
-    from .training.arguments import find_recipe, load_recipe, parse_overrides
+    from .training.recipes import find_recipe, load_recipe, parse_overrides
 
     path = find_recipe(args.config)
     phase = "spt" if path.stem.endswith("-spt") else "finetune"
@@ -336,7 +351,7 @@ def estimate_command(args, rest) -> int:
 def sibling_recipes(config: str, finetune_config: str | None) -> tuple[str, str]:
     """The SPT recipe and its finetuning sibling (`x-spt.yaml` <-> `x-finetune.yaml`) of the one recipe given to
     `spt-hf run` (either of the two), or the two given."""
-    from .training.arguments import find_recipe
+    from .training.recipes import find_recipe
 
     path = find_recipe(config)
     if path.stem.endswith("-finetune") and finetune_config is None:
@@ -352,7 +367,7 @@ def sibling_recipes(config: str, finetune_config: str | None) -> tuple[str, str]
 
 def compare_command(args, rest) -> int:
     from .compare import CompareSpec, run_compare
-    from .training.arguments import parse_overrides, read_recipe_file
+    from .training.recipes import parse_overrides, read_recipe_file
 
     values = read_recipe_file(Path(args.config)) if args.config else {}
     nested = ("num_train_examples", "overrides", "task_overrides", "submitit", "ray")  # (read below, or YAML only)
@@ -447,7 +462,7 @@ def generate_command(args, rest) -> int:
 
 
 def recipes_command(args, rest) -> int:
-    from .training.arguments import find_recipe, list_recipes
+    from .training.recipes import find_recipe, list_recipes
 
     if args.what[:1] == ["path"]:
         if len(args.what) != 2:
@@ -461,7 +476,7 @@ def recipes_command(args, rest) -> int:
 
 def demo_command(args, rest) -> int:
     from .demo import run_demo
-    from .training.arguments import parse_overrides
+    from .training.recipes import parse_overrides
 
     run_demo(args.output_dir, seeds=args.seeds, architectures=args.architectures, overrides=parse_overrides(rest))
     return 0

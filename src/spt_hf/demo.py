@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .compare import CompareSpec, run_compare
 from .compare.plan import available_pairs, task_recipe_pair
-from .training.arguments import RECIPES_DIR
+from .training.recipes import RECIPES_DIR
 from .training.report import comparison_rows, find_results, markdown_table
 
 

@@ -8,7 +8,6 @@ import yaml
 from helpers import TINY_CONFIGS, TINY_IDS, save_pretrained_backbone
 
 from spt_hf.cli import main
-from spt_hf.training.arguments import load_recipe
 from spt_hf.training.estimate import (
     GIB,
     SHAPES_ONLY_FROM,
@@ -21,6 +20,7 @@ from spt_hf.training.estimate import (
     measure_step,
     phase_model_and_collator,
 )
+from spt_hf.training.recipes import load_recipe
 
 TINY = {
     "spt_rotary_transformer": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2},

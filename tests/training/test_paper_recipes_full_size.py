@@ -17,8 +17,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers import TrainerCallback
 
 from spt_hf.cli import main
-from spt_hf.training.arguments import list_recipes, load_recipe
 from spt_hf.training.estimate import CPU_ATTENTION_FLOPS, GIB, SavedActivations, estimate_phase
+from spt_hf.training.recipes import list_recipes, load_recipe
 
 PAIRS = sorted(
     name.removesuffix("-spt.yaml")

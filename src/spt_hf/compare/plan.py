@@ -13,8 +13,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..training.arguments import RECIPES_DIR, SPT_ONLY_KEYS, SPT_PHASE_SWITCHES, find_recipe, load_recipe
+from ..training.arguments import SPT_ONLY_KEYS, SPT_PHASE_SWITCHES
 from ..training.pipeline import BASELINE_PHASE, phase_budgets, refuse_ignored_max_steps
+from ..training.recipes import RECIPES_DIR, find_recipe, load_recipe
 from ..training.results import baseline_kind
 from .processes import PhaseProcesses, phase_processes
 

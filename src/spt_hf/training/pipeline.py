@@ -41,8 +41,9 @@ from ..data import (
 )
 from ..data.pretraining import DataFingerprint, IndexedExamples
 from ..hub import ensure_push_credentials, push_phase
-from .arguments import PHASE_FIELDS, Recipe, packing_refusal, refuse_packing, spt_bidirectional, validate_recipe
+from .arguments import PHASE_FIELDS, Recipe, packing_refusal, refuse_packing, spt_bidirectional
 from .compute import phase_compute
+from .recipes import validate_recipe
 from .results import phase_results, write_results
 from .run_folder import PhaseState, in_phase_dir, latest_complete_checkpoint, open_phase
 from .task_data import TaskData, load_task_data
