@@ -45,7 +45,18 @@ MISTAKES = {
         r"--max_steps 4 would be ignored: tiny-spt.yaml ties .* total_steps=10",
     ),
     "bad generator size": (
-        ["generate-data", "listops", "--out", "{root}/lo", "--num-train", "0", "--num-val", "1", "--num-test", "1"],
+        [
+            "generate-data",
+            "listops",
+            "--output_dir",
+            "{root}/lo",
+            "--num-train",
+            "0",
+            "--num-val",
+            "1",
+            "--num-test",
+            "1",
+        ],
         "must each be at least 1",
     ),
 }
@@ -145,7 +156,7 @@ SPELLINGS = {  # the one convention (underscores, as the recipe keys), then the 
     "push": ["push", "runs/x", "--repo_id", "me/x", "--commit_message", "m"],
     "demo": ["demo", "--output_dir", "o"],
     "generate-data": [
-        *("generate-data", "listops", "--out", "o", "--num_train", "1", "--num_val", "1", "--num_test", "1"),
+        *("generate-data", "listops", "--output_dir", "o", "--num_train", "1", "--num_val", "1", "--num_test", "1"),
         *("--min_length", "2", "--max_length", "9", "--max_depth", "2", "--max_args", "3", "--value_p", "0.5"),
     ],
 }
