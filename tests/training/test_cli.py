@@ -1,11 +1,19 @@
 """The `spt-hf` command answers a user's mistake in one message saying what is wrong and how to fix it (no
 traceback unless --debug or SPT_HF_DEBUG=1), and shows the traceback of internal errors."""
 
+import ast
 import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+import spt_hf
 from spt_hf.cli import main as cli_main
+
+PACKAGE = Path(spt_hf.__file__).parent
 
 TINY = {
     "task": "digits",
@@ -73,8 +81,6 @@ def test_a_mistake_is_one_clear_line_without_traceback(mistake, recipes, capsys,
     assert "Traceback" not in err
     first = err.strip().splitlines()[0]
     assert first.startswith(f"spt-hf {argv[0]}: error: ")
-    import re
-
     assert re.search(message, err), err
     with pytest.raises(Exception, match=message):
         cli_main([*argv, "--debug"])
@@ -215,3 +221,91 @@ def test_the_demo_runs_one_phase_per_core_as_far_as_its_graph_allows(monkeypatch
         with pytest.raises(Stop):
             demo.run_demo("unused", seeds=seeds)
         assert seen[-1].max_parallel == expected, (cores, seeds)
+
+
+# Hyphenated flags of other programs that spt_hf's messages and docstrings legitimately quote.
+THIRD_PARTY_FLAGS = {
+    "--kill-on-invalid-dep": "Slurm's sbatch",
+    "--local-dir": "`hf download`",
+    "--s4-local-combine": "SPADE's released code",
+}
+HYPHENATED_OPTION = re.compile(r"(?<![\w-])--[a-z0-9_]+(?:-[a-z0-9_]+)+")
+
+
+def hyphenated_options(source: str) -> list[str]:
+    """The hyphenated `--option-spellings` in the string literals (messages, docstrings) of Python `source`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found += HYPHENATED_OPTION.findall(node.value)
+    return found
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ('print("pass --submitit-partition NAME")', ["--submitit-partition"]),
+        ('raise ValueError(f"use --repo-id {name}")', ["--repo-id"]),
+        ('"""Or: spt-hf compare --accelerate-config a.yaml."""', ["--accelerate-config"]),
+        ('print("pass --submitit_partition NAME")', []),
+        ('print("spt-hf generate-data listops --output_dir d")', []),
+        ("x = 1  # --comment-only", []),
+    ],
+)
+def test_the_spelling_scan_finds_hyphenated_options_in_string_literals(source, expected):
+    assert hyphenated_options(source) == expected
+
+
+def test_messages_print_options_in_the_canonical_underscored_spelling():
+    """Every option spt_hf names to a user is spelled with underscores, as the recipe keys are (the hyphenated
+    spellings stay accepted as aliases, but are never suggested)."""
+    found = {
+        f"{path.relative_to(PACKAGE.parent)}: {option}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for option in hyphenated_options(path.read_text())
+        if option not in THIRD_PARTY_FLAGS
+    }
+    assert not found
+
+
+LOADS_NO_TORCH = f"""
+import contextlib, io, sys, types
+package = types.ModuleType("spt_hf")  # the package without its __init__, which registers the models (torch)
+package.__path__ = [{str(PACKAGE)!r}]
+sys.modules["spt_hf"] = package
+from spt_hf.cli import build_parser
+for argv in ([], ["compare"], ["estimate"], ["report"], ["push"], ["recipes"], ["demo"]):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+        build_parser().parse_args([*argv, "--help"])
+args = build_parser().parse_args(["spt", "--config", "x.yaml", "--help"])
+heavy = ("torch", "transformers", "datasets", "accelerate", "spt_hf.training", "spt_hf.compare", "spt_hf.data")
+print(sorted(name for name in sys.modules if name.startswith(heavy)), args.handler.__module__)
+"""
+
+
+def test_the_parser_and_the_help_of_the_commands_load_no_torch():
+    """The commands import torch, transformers and the training code in their handlers: building the parser and
+    printing the commands' help load none of them (generate-data declares its options when it is used)."""
+    done = subprocess.run([sys.executable, "-c", LOADS_NO_TORCH], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["[]", "spt_hf.commands.train"], done.stderr
+
+
+@pytest.mark.parametrize(
+    "argv, help_argv",
+    [
+        (["report", "runs/a"], ["report", "--help"]),
+        (
+            ["generate-data", "listops", "--num_train", "1", "--num_val", "1", "--num_test", "1"],
+            ["generate-data", "listops", "--help"],
+        ),
+    ],
+)
+def test_out_still_names_the_output_folder_but_the_help_shows_output_dir(argv, help_argv, capsys):
+    from spt_hf.cli import build_parser
+
+    for flag in ("--output_dir", "--output-dir", "--out"):
+        assert build_parser().parse_args([*argv, flag, "o"]).output_dir == "o"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(help_argv)
+    out = capsys.readouterr().out
+    assert "--output_dir" in out and not re.search(r"--out\b", out)

@@ -164,7 +164,7 @@ def check_checkpoint_folder(folder: Path) -> None:
 
 
 def retry_command(folder: Path, repo_id: str, private: bool = False, revision: str | None = None) -> str:
-    command = ["spt-hf", "push", str(folder), "--repo-id", repo_id]
+    command = ["spt-hf", "push", str(folder), "--repo_id", repo_id]
     command += ["--revision", revision] if revision else []
     command += ["--private"] if private else []
     return shlex.join(command)
