@@ -16,7 +16,7 @@ LAUNCHER_PREFIXES = ("submitit", "ray")  # `--submitit_x` and `--ray_x` are the 
 def add_parsers(commands, common: argparse.ArgumentParser) -> None:
     text = "the comparison table (tasks x architectures x seeds, scratch and SPT), run or resumed, then the report"
     # No abbreviations: a trailing recipe key such as `--seed 3` must not silently become `--seeds 3`, it is refused.
-    parser = add_command(commands, common, "compare", compare_command, text, True, allow_abbrev=False)
+    parser = add_command(commands, common, "compare", compare_command, text, takes_overrides=True, allow_abbrev=False)
     add_plan_options(parser)
     add_launcher_options(parser)
 

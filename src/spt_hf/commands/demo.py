@@ -10,7 +10,7 @@ def add_parsers(commands, common: argparse.ArgumentParser) -> None:
         "the README's main job: SPT vs scratch on real offline data; trailing "
         "--key value pairs override recipe keys in every phase"
     )
-    parser = add_command(commands, common, "demo", demo_command, text, True)
+    parser = add_command(commands, common, "demo", demo_command, text, takes_overrides=True)
     parser.add_argument(*spellings("--output_dir"), default="runs/demo")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--architectures", nargs="+", default=["transformer"])

@@ -9,7 +9,7 @@ from .options import add_command, spellings
 def add_parsers(commands, common: argparse.ArgumentParser) -> None:
     text = "what the phase of a recipe will cost: one real step measured, scaled to the recipe's batch and steps"
     usage = "spt-hf estimate --config RECIPE.yaml [--device_memory_gb 80] [--key value ...]"
-    parser = add_command(commands, common, "estimate", estimate_command, text, True, usage=usage)
+    parser = add_command(commands, common, "estimate", estimate_command, text, takes_overrides=True, usage=usage)
     parser.add_argument("--config", required=True, metavar="RECIPE.yaml", help="a recipe file or a shipped name")
     add_estimate_options(parser)
 

@@ -18,7 +18,15 @@ def add_parsers(commands, common: argparse.ArgumentParser) -> None:
     for name, aliases, text in COMMANDS:
         usage = f"spt-hf {name} --config RECIPE.yaml [--key value ...]"
         parser = add_command(
-            commands, common, name, train_command, text, True, aliases=aliases, add_help=False, usage=usage
+            commands,
+            common,
+            name,
+            train_command,
+            text,
+            takes_overrides=True,
+            aliases=aliases,
+            add_help=False,
+            usage=usage,
         )
         parser.add_argument("-h", "--help", action="store_true", help="list every recipe key, in groups")
         add_options(parser, name)
