@@ -309,3 +309,47 @@ def test_out_still_names_the_output_folder_but_the_help_shows_output_dir(argv, h
         build_parser().parse_args(help_argv)
     out = capsys.readouterr().out
     assert "--output_dir" in out and not re.search(r"--out\b", out)
+
+
+SPEC_VALUES = {  # (the --config YAML, the command line after `compare`, the comparison's keys expected)
+    "yaml only": ({"tasks": ["digits"], "seeds": [0]}, [], {"tasks": ["digits"], "seeds": [0]}),
+    "command line over yaml": ({"seeds": [0], "budget": "tied"}, ["--seeds", "1", "2"], {"seeds": [1, 2]}),
+    "full training set": ({}, ["--num_train_examples", "100", "full"], {"num_train_examples": [100, None]}),
+    "launcher options merged": (
+        {"submitit": {"timeout_min": 5}},
+        ["--submitit_partition", "p", "--ray_num_cpus", "2"],
+        {"submitit": {"timeout_min": 5, "partition": "p"}, "ray": {"num_cpus": 2.0}},
+    ),
+    "recipe overrides merged": (
+        {"overrides": {"learning_rate": 0.1}},
+        ["--tasks", "digits", "--eval_steps", "3"],
+        {"tasks": ["digits"], "overrides": {"learning_rate": 0.1, "eval_steps": 3}},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(SPEC_VALUES))
+def test_compare_reads_its_yaml_then_the_command_line_over_it(case, tmp_path):
+    from spt_hf.cli import build_parser
+    from spt_hf.commands.compare import spec_values
+    from spt_hf.compare import CompareSpec
+
+    yaml_values, argv, expected = SPEC_VALUES[case]
+    config = tmp_path / "compare.yaml"
+    config.write_text(json.dumps(yaml_values))
+    args, rest = build_parser().parse_known_args(["compare", "--config", str(config), *argv])
+    values = spec_values(args, rest, CompareSpec.__dataclass_fields__)
+    assert {key: values[key] for key in expected} == expected
+    assert set(yaml_values) <= set(values) and values["overrides"] == expected.get("overrides", {})
+
+
+def test_compare_refuses_an_unknown_key_of_its_yaml(tmp_path):
+    from spt_hf.cli import build_parser
+    from spt_hf.commands.compare import spec_values
+    from spt_hf.compare import CompareSpec
+
+    config = tmp_path / "compare.yaml"
+    config.write_text("tasks: [digits]\nseed: 3\n")
+    args, rest = build_parser().parse_known_args(["compare", "--config", str(config)])
+    with pytest.raises(ValueError, match=r"Unknown comparison key\(s\) \['seed'\]"):
+        spec_values(args, rest, CompareSpec.__dataclass_fields__)
