@@ -17,12 +17,12 @@ import time
 import torch
 from common import status_mib
 
-from spt_hf.training.arguments import load_recipe
 from spt_hf.training.estimate import BYTES_PER_PARAMETER, GIB, estimate_phase, estimate_task
 from spt_hf.training.flops import flop_counter
 from spt_hf.training.measure import synthetic_examples
 from spt_hf.training.optim import param_groups
 from spt_hf.training.pipeline import phase_collator, phase_model
+from spt_hf.training.recipes import load_recipe
 
 # One paper recipe per architecture, each at its longest task.
 DEFAULT_RECIPES = [

@@ -24,7 +24,7 @@ from pathlib import Path
 from .compare import CompareSpec, run_compare
 from .compare.plan import available_pairs, task_recipe_pair
 from .phases import PHASES
-from .training.arguments import RECIPES_DIR
+from .training.recipes import RECIPES_DIR
 from .training.report import markdown_table
 from .training.rows import comparison_rows, find_results
 

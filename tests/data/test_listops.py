@@ -103,7 +103,7 @@ def test_generator_rejects_impossible_bounds() -> None:
 def test_cli_output_loads_and_evaluates(tmp_path: Path, listops_evaluator, capsys) -> None:
     argv = [
         "listops",
-        "--out",
+        "--output_dir",
         str(tmp_path / "gen"),
         "--num-train",
         "40",

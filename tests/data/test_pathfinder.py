@@ -20,7 +20,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("pf")
     argv = [
         "pathfinder",
-        "--out",
+        "--output_dir",
         str(out),
         "--num-train",
         "40",

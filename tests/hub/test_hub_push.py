@@ -288,7 +288,7 @@ def test_failed_push_keeps_the_local_checkpoint_and_says_how_to_retry(pushed, ti
     output = pushed["push_output"]
     folder = tiny_run / "spt"
     assert f"The local checkpoint in {folder} is intact" in output
-    assert f"spt-hf push {folder} --repo-id tester/tiny-spt-retry" in output
+    assert f"spt-hf push {folder} --repo_id tester/tiny-spt-retry" in output
     assert "tester/tiny-spt-retry" not in hub_server.state()
     after = file_hashes(folder)
     assert {k: v for k, v in after.items() if k != "README.md"} == pushed["before"]

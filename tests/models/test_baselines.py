@@ -266,7 +266,7 @@ def test_mega_reads_the_old_chunk_size_minus_one_as_none(tmp_path):
     """ "No chunking" is `chunk_size=None`; configs saved with MEGA's -1 and recipes that say -1 load as None and give
     the same outputs, in full and in recurrent generation."""
     from spt_hf.training import load_recipe
-    from spt_hf.training.arguments import RECIPES_DIR
+    from spt_hf.training.recipes import RECIPES_DIR
 
     assert AutoConfig.for_model("spt_mega", **MEGA).chunk_size is None
     assert AutoConfig.for_model("spt_mega", **MEGA, chunk_size=-1).chunk_size is None

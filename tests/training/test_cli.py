@@ -1,11 +1,19 @@
 """The `spt-hf` command answers a user's mistake in one message saying what is wrong and how to fix it (no
 traceback unless --debug or SPT_HF_DEBUG=1), and shows the traceback of internal errors."""
 
+import ast
 import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+import spt_hf
 from spt_hf.cli import main as cli_main
+
+PACKAGE = Path(spt_hf.__file__).parent
 
 TINY = {
     "task": "digits",
@@ -45,7 +53,18 @@ MISTAKES = {
         r"--max_steps 4 would be ignored: tiny-spt.yaml ties .* total_steps=10",
     ),
     "bad generator size": (
-        ["generate-data", "listops", "--out", "{root}/lo", "--num-train", "0", "--num-val", "1", "--num-test", "1"],
+        [
+            "generate-data",
+            "listops",
+            "--output_dir",
+            "{root}/lo",
+            "--num-train",
+            "0",
+            "--num-val",
+            "1",
+            "--num-test",
+            "1",
+        ],
         "must each be at least 1",
     ),
 }
@@ -62,8 +81,6 @@ def test_a_mistake_is_one_clear_line_without_traceback(mistake, recipes, capsys,
     assert "Traceback" not in err
     first = err.strip().splitlines()[0]
     assert first.startswith(f"spt-hf {argv[0]}: error: ")
-    import re
-
     assert re.search(message, err), err
     with pytest.raises(Exception, match=message):
         cli_main([*argv, "--debug"])
@@ -145,7 +162,7 @@ SPELLINGS = {  # the one convention (underscores, as the recipe keys), then the 
     "push": ["push", "runs/x", "--repo_id", "me/x", "--commit_message", "m"],
     "demo": ["demo", "--output_dir", "o"],
     "generate-data": [
-        *("generate-data", "listops", "--out", "o", "--num_train", "1", "--num_val", "1", "--num_test", "1"),
+        *("generate-data", "listops", "--output_dir", "o", "--num_train", "1", "--num_val", "1", "--num_test", "1"),
         *("--min_length", "2", "--max_length", "9", "--max_depth", "2", "--max_args", "3", "--value_p", "0.5"),
     ],
 }
@@ -172,7 +189,7 @@ def test_options_are_underscored_and_the_hyphenated_spellings_are_aliases(comman
 
 def test_recipe_overrides_keep_both_spellings_after_compares_own_options():
     from spt_hf.cli import build_parser
-    from spt_hf.training.arguments import parse_overrides
+    from spt_hf.training.recipes import parse_overrides
 
     args, rest = build_parser().parse_known_args(
         ["compare", "--tasks", "t", "--max-parallel", "2", "--eval-steps", "3"]
@@ -204,3 +221,135 @@ def test_the_demo_runs_one_phase_per_core_as_far_as_its_graph_allows(monkeypatch
         with pytest.raises(Stop):
             demo.run_demo("unused", seeds=seeds)
         assert seen[-1].max_parallel == expected, (cores, seeds)
+
+
+# Hyphenated flags of other programs that spt_hf's messages and docstrings legitimately quote.
+THIRD_PARTY_FLAGS = {
+    "--kill-on-invalid-dep": "Slurm's sbatch",
+    "--local-dir": "`hf download`",
+    "--s4-local-combine": "SPADE's released code",
+}
+HYPHENATED_OPTION = re.compile(r"(?<![\w-])--[a-z0-9_]+(?:-[a-z0-9_]+)+")
+
+
+def hyphenated_options(source: str) -> list[str]:
+    """The hyphenated `--option-spellings` in the string literals (messages, docstrings) of Python `source`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found += HYPHENATED_OPTION.findall(node.value)
+    return found
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ('print("pass --submitit-partition NAME")', ["--submitit-partition"]),
+        ('raise ValueError(f"use --repo-id {name}")', ["--repo-id"]),
+        ('"""Or: spt-hf compare --accelerate-config a.yaml."""', ["--accelerate-config"]),
+        ('print("pass --submitit_partition NAME")', []),
+        ('print("spt-hf generate-data listops --output_dir d")', []),
+        ("x = 1  # --comment-only", []),
+    ],
+)
+def test_the_spelling_scan_finds_hyphenated_options_in_string_literals(source, expected):
+    assert hyphenated_options(source) == expected
+
+
+def test_messages_print_options_in_the_canonical_underscored_spelling():
+    """Every option spt_hf names to a user is spelled with underscores, as the recipe keys are (the hyphenated
+    spellings stay accepted as aliases, but are never suggested)."""
+    found = {
+        f"{path.relative_to(PACKAGE.parent)}: {option}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for option in hyphenated_options(path.read_text())
+        if option not in THIRD_PARTY_FLAGS
+    }
+    assert not found
+
+
+LOADS_NO_TORCH = f"""
+import contextlib, io, sys, types
+package = types.ModuleType("spt_hf")  # the package without its __init__, which registers the models (torch)
+package.__path__ = [{str(PACKAGE)!r}]
+sys.modules["spt_hf"] = package
+from spt_hf.cli import build_parser
+for argv in ([], ["compare"], ["estimate"], ["report"], ["push"], ["recipes"], ["demo"]):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+        build_parser().parse_args([*argv, "--help"])
+args = build_parser().parse_args(["spt", "--config", "x.yaml", "--help"])
+heavy = ("torch", "transformers", "datasets", "accelerate", "spt_hf.training", "spt_hf.compare", "spt_hf.data")
+print(sorted(name for name in sys.modules if name.startswith(heavy)), args.handler.__module__)
+"""
+
+
+def test_the_parser_and_the_help_of_the_commands_load_no_torch():
+    """The commands import torch, transformers and the training code in their handlers: building the parser and
+    printing the commands' help load none of them (generate-data declares its options when it is used)."""
+    done = subprocess.run([sys.executable, "-c", LOADS_NO_TORCH], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["[]", "spt_hf.commands.train"], done.stderr
+
+
+@pytest.mark.parametrize(
+    "argv, help_argv",
+    [
+        (["report", "runs/a"], ["report", "--help"]),
+        (
+            ["generate-data", "listops", "--num_train", "1", "--num_val", "1", "--num_test", "1"],
+            ["generate-data", "listops", "--help"],
+        ),
+    ],
+)
+def test_out_still_names_the_output_folder_but_the_help_shows_output_dir(argv, help_argv, capsys):
+    from spt_hf.cli import build_parser
+
+    for flag in ("--output_dir", "--output-dir", "--out"):
+        assert build_parser().parse_args([*argv, flag, "o"]).output_dir == "o"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(help_argv)
+    out = capsys.readouterr().out
+    assert "--output_dir" in out and not re.search(r"--out\b", out)
+
+
+SPEC_VALUES = {  # (the --config YAML, the command line after `compare`, the comparison's keys expected)
+    "yaml only": ({"tasks": ["digits"], "seeds": [0]}, [], {"tasks": ["digits"], "seeds": [0]}),
+    "command line over yaml": ({"seeds": [0], "budget": "tied"}, ["--seeds", "1", "2"], {"seeds": [1, 2]}),
+    "full training set": ({}, ["--num_train_examples", "100", "full"], {"num_train_examples": [100, None]}),
+    "launcher options merged": (
+        {"submitit": {"timeout_min": 5}},
+        ["--submitit_partition", "p", "--ray_num_cpus", "2"],
+        {"submitit": {"timeout_min": 5, "partition": "p"}, "ray": {"num_cpus": 2.0}},
+    ),
+    "recipe overrides merged": (
+        {"overrides": {"learning_rate": 0.1}},
+        ["--tasks", "digits", "--eval_steps", "3"],
+        {"tasks": ["digits"], "overrides": {"learning_rate": 0.1, "eval_steps": 3}},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(SPEC_VALUES))
+def test_compare_reads_its_yaml_then_the_command_line_over_it(case, tmp_path):
+    from spt_hf.cli import build_parser
+    from spt_hf.commands.compare import spec_values
+    from spt_hf.compare import CompareSpec
+
+    yaml_values, argv, expected = SPEC_VALUES[case]
+    config = tmp_path / "compare.yaml"
+    config.write_text(json.dumps(yaml_values))
+    args, rest = build_parser().parse_known_args(["compare", "--config", str(config), *argv])
+    values = spec_values(args, rest, CompareSpec.__dataclass_fields__)
+    assert {key: values[key] for key in expected} == expected
+    assert set(yaml_values) <= set(values) and values["overrides"] == expected.get("overrides", {})
+
+
+def test_compare_refuses_an_unknown_key_of_its_yaml(tmp_path):
+    from spt_hf.cli import build_parser
+    from spt_hf.commands.compare import spec_values
+    from spt_hf.compare import CompareSpec
+
+    config = tmp_path / "compare.yaml"
+    config.write_text("tasks: [digits]\nseed: 3\n")
+    args, rest = build_parser().parse_known_args(["compare", "--config", str(config)])
+    with pytest.raises(ValueError, match=r"Unknown comparison key\(s\) \['seed'\]"):
+        spec_values(args, rest, CompareSpec.__dataclass_fields__)

@@ -21,7 +21,6 @@ from spt_hf.data import (
 )
 from spt_hf.modeling.cauchy import paired_cauchy
 from spt_hf.modeling.ssm import fft_conv
-from spt_hf.training.arguments import load_recipe
 from spt_hf.training.compute import count_step_flops, phase_compute
 from spt_hf.training.estimate import GIB, PhaseEstimate, estimate_phase, estimate_task, train_examples
 from spt_hf.training.flops import flop_counter
@@ -35,6 +34,7 @@ from spt_hf.training.measure import (
     synthetic_examples,
 )
 from spt_hf.training.pipeline import phase_collator, phase_model
+from spt_hf.training.recipes import load_recipe
 
 TINY = {
     "spt_rotary_transformer": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2},

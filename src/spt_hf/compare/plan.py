@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..phases import BASELINE_PHASE, FINETUNE_PHASE, PHASE_COMMANDS, start_kind
-from ..training.arguments import RECIPES_DIR, SPT_ONLY_KEYS, SPT_PHASE_SWITCHES, find_recipe, load_recipe
+from ..training.arguments import SPT_ONLY_KEYS, SPT_PHASE_SWITCHES
 from ..training.pipeline import phase_budgets, refuse_ignored_max_steps
+from ..training.recipes import RECIPES_DIR, find_recipe, load_recipe
 from .processes import PhaseProcesses, phase_processes
 
 BUDGETS = ("equal", "tied")

@@ -165,7 +165,7 @@ def _slurm(command: list[str], timeout: float = 60) -> subprocess.CompletedProce
     except FileNotFoundError:
         raise SlurmError(
             f"`{command[0]}` is not installed here: `--launcher submitit` with cluster slurm runs where Slurm's "
-            "client commands are (or use --submitit-cluster local)."
+            "client commands are (or use --submitit_cluster local)."
         ) from None
     except subprocess.TimeoutExpired:
         raise SlurmError(f"`{' '.join(command)}` did not answer within {timeout:.0f} s; is slurmctld up?") from None
@@ -184,7 +184,7 @@ def check_accounting() -> None:
         raise SlurmError(
             f"Slurm accounting does not answer (sacct: {_first_error(done.stderr or done.stdout)}): compare needs "
             "it to see how each job ended (set up slurmdbd and AccountingStorageType=accounting_storage/slurmdbd; "
-            "see docs/compare.md), or use --submitit-cluster local."
+            "see docs/compare.md), or use --submitit_cluster local."
         )
 
 
@@ -219,11 +219,11 @@ def partition_limit(partition: str | None) -> tuple[str, float | None]:
         limits[name] = parse_minutes(limit)
     name = partition or default
     if name is None:
-        raise SlurmError("Slurm has no default partition: pass --submitit-partition NAME (`sinfo` lists them).")
+        raise SlurmError("Slurm has no default partition: pass --submitit_partition NAME (`sinfo` lists them).")
     if name not in limits:
         raise SlurmError(
             f"Slurm has no partition {name!r} (partitions: {', '.join(sorted(limits)) or 'none'}): pass "
-            "--submitit-partition with one of them."
+            "--submitit_partition with one of them."
         )
     return name, limits[name]
 

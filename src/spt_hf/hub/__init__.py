@@ -1,7 +1,7 @@
 """Sharing spt_hf checkpoints on the Hugging Face Hub: model cards rendered from `results.json`, and pushing.
 
     from spt_hf.hub import push_checkpoint, render_model_card
-    push_checkpoint("runs/digits/spt", "me/digits-transformer-spt")   # or: spt-hf push runs/digits --repo-id ...
+    push_checkpoint("runs/digits/spt", "me/digits-transformer-spt")   # or: spt-hf push runs/digits --repo_id ...
 
 The pipeline calls `ensure_push_credentials(training_args, ...)` before training when a recipe sets `push_to_hub`,
 and `push_phase(training_args)` once a phase has written its model and results.

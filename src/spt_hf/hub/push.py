@@ -22,8 +22,7 @@ import shlex
 from pathlib import Path
 
 from ..checkpoints import write_text_atomic
-from ..phases import BASELINE_PHASE, FINETUNE_PHASE, SPT_PHASE
-from ..phases import PHASES as RUN_PHASES  # the sub-folders of a `spt-hf run` folder
+from ..phases import BASELINE_PHASE, FINETUNE_PHASE, PHASES, SPT_PHASE
 from .cards import render_model_card, results_from_folder
 
 logger = logging.getLogger(__name__)
@@ -113,11 +112,11 @@ def resolve_push_folder(path: str | Path, phase: str | None = None) -> Path:
         if phase is not None:
             raise ValueError(f"{path} is a checkpoint folder; `--phase` only selects a phase of a `spt-hf run` folder.")
         return path
-    phases = [name for name in RUN_PHASES if (path / name / "config.json").is_file()]
+    phases = [name for name in PHASES if (path / name / "config.json").is_file()]
     if not phases:
         raise FileNotFoundError(
             f"{path} is neither a checkpoint folder (config.json and weights) nor a `spt-hf run` folder with "
-            f"{'/, '.join(RUN_PHASES)}/ sub-folders."
+            f"{'/, '.join(PHASES)}/ sub-folders."
         )
     phase = phase or SPT_PHASE
     if phase not in phases:
@@ -131,8 +130,8 @@ def related_results(folder: Path) -> dict:
     scratch results for a checkpoint finetuned from SPT, nothing for the scratch baseline itself."""
     own = results_from_folder(folder)
     siblings = {}
-    if folder.name in RUN_PHASES:  # a phase folder of a run (or of phases run one by one into the same output_dir)
-        for name in RUN_PHASES:
+    if folder.name in PHASES:  # a phase folder of a run (or of phases run one by one into the same output_dir)
+        for name in PHASES:
             if name != folder.name and (folder.parent / name / "results.json").is_file():
                 siblings[name] = json.loads((folder.parent / name / "results.json").read_text())
     if own["phase"] == SPT_PHASE:
@@ -164,7 +163,7 @@ def check_checkpoint_folder(folder: Path) -> None:
 
 
 def retry_command(folder: Path, repo_id: str, private: bool = False, revision: str | None = None) -> str:
-    command = ["spt-hf", "push", str(folder), "--repo-id", repo_id]
+    command = ["spt-hf", "push", str(folder), "--repo_id", repo_id]
     command += ["--revision", revision] if revision else []
     command += ["--private"] if private else []
     return shlex.join(command)

@@ -42,8 +42,9 @@ from ..data.pretraining import DataFingerprint, IndexedExamples
 from ..data.spec import TaskSpec
 from ..hub import ensure_push_credentials, push_phase
 from ..phases import BASELINE_PHASE, FINETUNE_PHASE, SPT_PHASE, start_kind
-from .arguments import PHASE_FIELDS, Recipe, refuse_packing, spt_bidirectional, validate_recipe
+from .arguments import PHASE_FIELDS, Recipe, refuse_packing, spt_bidirectional
 from .compute import phase_compute
+from .recipes import validate_recipe
 from .results import phase_results, write_results
 from .run_folder import PhaseState, in_phase_dir, latest_complete_checkpoint, open_phase
 from .task_data import TaskData, load_task_data

@@ -93,7 +93,7 @@ class PhaseTrainer(Trainer):
             raise ValueError(
                 f"{training_args.n_gpu} GPUs are visible to one process; spt_hf runs one process per GPU, not "
                 f"nn.DataParallel: `accelerate launch --num_processes {training_args.n_gpu} -m spt_hf ...` (or "
-                "`spt-hf compare --accelerate-config`), or CUDA_VISIBLE_DEVICES=0 for one GPU."
+                "`spt-hf compare --accelerate_config`), or CUDA_VISIBLE_DEVICES=0 for one GPU."
             )
         super().__init__(*args, **kwargs)
 

@@ -1,0 +1,137 @@
+"""`spt-hf compare`: the comparison table (tasks x architectures x seeds, scratch and SPT), run or resumed on a
+launcher (local processes, Slurm through submitit, Ray), then the report. Options come from the command line, a
+`--config` YAML, or both (the command line wins); trailing `--key value` pairs override recipe keys in every phase."""
+
+import argparse
+from pathlib import Path
+
+from .estimate import add_estimate_options
+from .options import add_command, spellings
+
+# The CompareSpec fields that are not plain options: read from their own options below, or from the YAML only.
+NESTED_FIELDS = ("num_train_examples", "overrides", "task_overrides", "submitit", "ray")
+LAUNCHER_PREFIXES = ("submitit", "ray")  # `--submitit_x` and `--ray_x` are the spec's `submitit: {x: ...}`, `ray: ...`
+
+
+def add_parsers(commands, common: argparse.ArgumentParser) -> None:
+    text = "the comparison table (tasks x architectures x seeds, scratch and SPT), run or resumed, then the report"
+    # No abbreviations: a trailing recipe key such as `--seed 3` must not silently become `--seeds 3`, it is refused.
+    parser = add_command(commands, common, "compare", compare_command, text, takes_overrides=True, allow_abbrev=False)
+    add_plan_options(parser)
+    add_launcher_options(parser)
+
+
+def add_plan_options(parser: argparse.ArgumentParser) -> None:
+    """What to compare and how to run it: the table, the budgets, the dry run and its estimate."""
+    parser.add_argument("--config", metavar="COMPARE.yaml", help="the comparison as YAML (keys: the options below)")
+    parser.add_argument("--tasks", nargs="+", help="tasks, as in the recipe names (listops, text, digits, ...)")
+    parser.add_argument("--architectures", nargs="+", help="architectures, as in the recipe names (s4, dlr, ...)")
+    parser.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0 1 2)")
+    parser.add_argument(*spellings("--recipes_dir"), help="recipes (the paper's, default), recipes/cpu, or a folder")
+    parser.add_argument(*spellings("--output_dir"), help="run folders and the report (default runs/compare)")
+    parser.add_argument(
+        *spellings("--with_scratch"), action="store_true", default=None, help="train the baseline phase too (default)"
+    )
+    parser.add_argument(
+        *spellings("--no_scratch"),
+        *spellings("--no_with_scratch"),
+        dest="with_scratch",
+        action="store_false",
+        default=None,
+        help="leave the baseline phase out",
+    )
+    parser.add_argument(*spellings("--num_train_examples"), nargs="+", help="training set sizes (`full` for all of it)")
+    parser.add_argument(
+        *spellings("--skip_missing_pairs"),
+        action="store_true",
+        default=None,
+        help="plan every task x architecture that has recipes; list the others instead of refusing",
+    )
+    parser.add_argument("--budget", choices=("equal", "tied"), help="default: as the recipes say (total_steps)")
+    parser.add_argument("--launcher", choices=("local", "submitit", "ray"))
+    parser.add_argument(
+        *spellings("--max_parallel"), type=int, help="phases at once (local; on Slurm: jobs queued or running)"
+    )
+    parser.add_argument(
+        *spellings("--dry_run"), action="store_true", help="print the plan and what is finished; run nothing"
+    )
+    parser.add_argument(
+        "--estimate",
+        action="store_true",
+        help="with --dry_run: each phase's memory, FLOPs and verdict, and the plan's GPU-hours (measured steps)",
+    )
+    add_estimate_options(parser)
+
+
+def add_launcher_options(parser: argparse.ArgumentParser) -> None:
+    """Where the phases run: under accelerate, on Slurm (submitit) or on Ray."""
+    parser.add_argument(
+        *spellings("--accelerate_config"),
+        help="run each phase under `accelerate launch --config_file` this (any launcher)",
+    )
+    parser.add_argument(*spellings("--submitit_cluster"), choices=("slurm", "local", "debug"), help="default slurm")
+    parser.add_argument(*spellings("--submitit_partition"), help="Slurm partition")
+    parser.add_argument(*spellings("--submitit_timeout_min"), type=int, help="Slurm time limit per phase, minutes")
+    parser.add_argument(
+        *spellings("--submitit_gpus_per_node"), type=int, help="GPUs per machine of a phase (a process each)"
+    )
+    parser.add_argument(*spellings("--submitit_nodes"), type=int, help="machines per phase (default 1)")
+    parser.add_argument(*spellings("--submitit_qos"), help="Slurm QOS of the jobs")
+    parser.add_argument(*spellings("--submitit_account"), help="Slurm account of the jobs")
+    parser.add_argument(
+        "--cancel", action="store_true", help="cancel the Slurm jobs of this comparison still queued or running"
+    )
+    parser.add_argument(*spellings("--ray_address"), help="a running Ray cluster (default: a local instance)")
+    parser.add_argument(*spellings("--ray_num_cpus"), type=float, help="CPUs per phase (default 1)")
+    parser.add_argument(*spellings("--ray_num_gpus"), type=float, help="GPUs per phase, a process each (default 0)")
+
+
+def spec_values(args, rest: list[str], fields) -> dict:
+    """The comparison's keys: the `--config` YAML, then the options given on the command line over it, the
+    launchers' options into their own mappings and the trailing `--key value` pairs into `overrides`."""
+    from ..training.recipes import parse_overrides, read_recipe_file
+
+    values = read_recipe_file(Path(args.config)) if args.config else {}
+    for key in fields:
+        if key not in NESTED_FIELDS and getattr(args, key, None) is not None:
+            values[key] = getattr(args, key)
+    if args.num_train_examples is not None:
+        values["num_train_examples"] = [None if n == "full" else int(n) for n in args.num_train_examples]
+    for prefix in LAUNCHER_PREFIXES:
+        extra = {k.removeprefix(prefix + "_"): v for k, v in vars(args).items() if k.startswith(prefix + "_")}
+        values[prefix] = {**values.get(prefix, {}), **{k: v for k, v in extra.items() if v is not None}}
+    values["overrides"] = {**values.get("overrides", {}), **parse_overrides(rest)}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ValueError(f"Unknown comparison key(s) {unknown}; allowed: {sorted(fields)}.")
+    return values
+
+
+def compare_command(args, rest: list[str]) -> int:
+    from ..compare import CompareSpec, run_compare
+
+    fields = CompareSpec.__dataclass_fields__
+    values = spec_values(args, rest, fields)
+    if args.cancel:
+        from ..compare.slurm import cancel_recorded
+
+        output_dir = values.get("output_dir", fields["output_dir"].default)
+        ids = cancel_recorded(output_dir)
+        print(f"compare: cancelled {len(ids)} Slurm job(s) of {output_dir}{': ' + ' '.join(ids) if ids else ''}")
+        return 0
+    if "tasks" not in values or "architectures" not in values:
+        raise ValueError("`spt-hf compare` needs --tasks and --architectures (or a --config YAML that lists them).")
+    if args.estimate and not args.dry_run:
+        raise ValueError("--estimate goes with --dry_run (the estimate of a plan, before anything runs).")
+    result = run_compare(CompareSpec(**values), dry_run=args.dry_run)
+    if args.estimate:
+        from ..training.estimate import format_estimates
+        from ..training.plan_estimate import estimate_jobs
+
+        estimates, skipped = estimate_jobs(result.plan, args.device_memory_gb, args.max_measure_length)
+        print(format_estimates(estimates))
+        for job_id, why in skipped.items():
+            print(f"estimate: {job_id}: not estimated: {why}")
+    if not args.dry_run:
+        print(result.report)
+    return 0 if args.dry_run or result.ok else 1

@@ -1,0 +1,20 @@
+"""`spt-hf report`: the Markdown table and PNG plots of finished run folders."""
+
+import argparse
+
+from .options import add_command, add_output_dir
+
+
+def add_parsers(commands, common: argparse.ArgumentParser) -> None:
+    parser = add_command(
+        commands, common, "report", report_command, "Markdown table and PNG plots of finished run folders"
+    )
+    parser.add_argument("run_dirs", nargs="+", help="folders holding results.json files")
+    add_output_dir(parser, "where report.md and the plots go (default: the first folder)")
+
+
+def report_command(args, rest: list[str]) -> int:
+    from ..training.report import report
+
+    print(report(args.run_dirs, args.output_dir))
+    return 0
