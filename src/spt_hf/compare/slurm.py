@@ -30,49 +30,28 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..checkpoints import write_json_atomic
+from ..slurm_queries import (
+    ENDED,
+    NEVER_RUNS,
+    SlurmError,
+    cancel,
+    check_accounting,
+    first_error,
+    job_alive,
+    job_states,
+    partition_limit,
+)
 from ..training.run_folder import PhaseState
-from .processes import PhaseProcesses, job_command, require_package
+from .processes import PhaseProcesses, job_command, machine_log, require_package, start_phase
 from .state import phase_finished
 
 JOBS_FILE = Path(".compare") / "jobs.json"
-ENDED = {
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "OUT_OF_MEMORY",
-    "NODE_FAIL",
-    "BOOT_FAIL",
-    "DEADLINE",
-    "PREEMPTED",
-    "REVOKED",
-    "SPECIAL_EXIT",
-}
-# Reasons for which a pending job will never start.
-NEVER_RUNS = {
-    "DependencyNeverSatisfied",
-    "PartitionTimeLimit",
-    "PartitionNodeLimit",
-    "PartitionConfig",
-    "PartitionDown",
-    "PartitionInactive",
-    "InvalidQOS",
-    "InvalidAccount",
-    "BadConstraints",
-    "QOSMaxWallDurationPerJobLimit",
-    "AssocMaxWallDurationPerJobLimit",
-    "ReqNodeNotAvail",
-}
 SUBMIT_LIMIT = re.compile(r"MaxSubmitJob|job submit limit|QOSMaxSubmitJob|AssocMaxSubmitJob", re.IGNORECASE)
 MIN_RUN_BEFORE_SIGNAL_S = 60  # the job must run this long before submitit's signal (its handler is installed by then)
 INTERRUPTED_EXIT = 75  # the phase saved a checkpoint on the signal and stopped (trainer.SaveOnSignal)
 POLL_S = 2.0
 
 Event = Callable[..., None]
-
-
-class SlurmError(RuntimeError):
-    """Slurm refused or cannot do what compare needs; the message is one line with Slurm's reason."""
 
 
 class PhaseFailedError(RuntimeError):
@@ -93,6 +72,11 @@ def _checkpointable_base():
         return object
 
 
+def job_note(job_id: str) -> str:
+    """What follows the command line in a phase's log when Slurm job `job_id` runs it (`failure_detail` reads it)."""
+    return f"# Slurm job {job_id}"
+
+
 def _block_save_signal() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
 
@@ -108,28 +92,22 @@ class SlurmPhase(_checkpointable_base()):
 
     def __call__(self) -> int:
         command, rank = job_command(self.words, self.layout)  # this machine's processes of the phase
-        log = self.log if not rank else str(Path(self.log).with_suffix(f".machine{rank}.log"))
-        Path(log).parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "TQDM_DISABLE": "1", **self.environment}
-        with open(log, "a") as handle:
-            handle.write(f"$ {' '.join(command)}  # Slurm job {os.environ.get('SLURM_JOB_ID', '?')}\n")
-            handle.flush()
-            # The checkpoint signal is blocked in the phase until its handler is installed (it unblocks it): one
-            # that arrives while the phase still imports waits for it instead of killing it unsaved. The phase is
-            # its own process group, so that the signal reaches every process `accelerate launch` starts.
-            process = subprocess.Popen(
-                command,
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-                env=env,
-                preexec_fn=_block_save_signal,
-                process_group=0,
-            )
-            _running["process"] = process
-            try:
-                status = process.wait()
-            finally:
-                _running.pop("process", None)
+        # The checkpoint signal is blocked in the phase until its handler is installed (it unblocks it): one that
+        # arrives while the phase still imports waits for it instead of killing it unsaved. The phase is its own
+        # process group, so that the signal reaches every process `accelerate launch` starts.
+        process = start_phase(
+            command,
+            machine_log(self.log, rank),
+            self.environment,
+            f"  {job_note(os.environ.get('SLURM_JOB_ID', '?'))}",
+            preexec_fn=_block_save_signal,
+            process_group=0,
+        )
+        _running["process"] = process
+        try:
+            status = process.wait()
+        finally:
+            _running.pop("process", None)
         if status < 0:  # killed by a signal (the OOM killer, a kill): the phase could not say so itself
             with open(self.log, "a") as handle:
                 handle.write(f"spt_hf: the phase was killed by {signal.Signals(-status).name} (exit status {status})\n")
@@ -152,117 +130,6 @@ class SlurmPhase(_checkpointable_base()):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=max(10, int(os.environ.get("SPT_HF_SAVE_WAIT_S", "60"))))
         return super().checkpoint(*args, **kwargs)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Asking Slurm
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def _slurm(command: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except FileNotFoundError:
-        raise SlurmError(
-            f"`{command[0]}` is not installed here: `--launcher submitit` with cluster slurm runs where Slurm's "
-            "client commands are (or use --submitit-cluster local)."
-        ) from None
-    except subprocess.TimeoutExpired:
-        raise SlurmError(f"`{' '.join(command)}` did not answer within {timeout:.0f} s; is slurmctld up?") from None
-
-
-def _first_error(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    reasons = [line.split("error:", 1)[1].strip() for line in lines if "error:" in line]
-    return "; ".join(dict.fromkeys(reasons)) if reasons else (lines[-1] if lines else "no output")
-
-
-def check_accounting() -> None:
-    """One line when sacct does not answer: compare (and submitit) need Slurm's accounting to see how jobs end."""
-    done = _slurm(["sacct", "-n", "-X", "-P", "-o", "JobIDRaw", "-j", "1"])
-    if done.returncode != 0:
-        raise SlurmError(
-            f"Slurm accounting does not answer (sacct: {_first_error(done.stderr or done.stdout)}): compare needs "
-            "it to see how each job ended (set up slurmdbd and AccountingStorageType=accounting_storage/slurmdbd; "
-            "see docs/compare.md), or use --submitit-cluster local."
-        )
-
-
-def parse_minutes(text: str) -> float | None:
-    """Slurm's time format ([days-]hours:minutes:seconds, minutes:seconds, minutes) in minutes; None = unlimited."""
-    text = text.strip()
-    if text.upper() in ("UNLIMITED", "INFINITE", "NONE", ""):
-        return None
-    days, _, clock = text.rpartition("-")
-    parts = [int(p) for p in clock.split(":")]
-    if len(parts) == 1:
-        minutes = parts[0]
-    elif len(parts) == 2:
-        minutes = parts[0] + parts[1] / 60
-    else:
-        minutes = parts[0] * 60 + parts[1] + parts[2] / 60
-    return minutes + (int(days) * 24 * 60 if days else 0)
-
-
-def partition_limit(partition: str | None) -> tuple[str, float | None]:
-    """(the partition's name, its MaxTime in minutes or None) for `partition`, or the default one."""
-    done = _slurm(["sinfo", "-h", "-o", "%P|%l"])
-    if done.returncode != 0:
-        raise SlurmError(f"sinfo failed: {_first_error(done.stderr or done.stdout)}")
-    limits = {}
-    default = None
-    for line in done.stdout.split():
-        name, _, limit = line.partition("|")
-        if name.endswith("*"):
-            name = name[:-1]
-            default = name
-        limits[name] = parse_minutes(limit)
-    name = partition or default
-    if name is None:
-        raise SlurmError("Slurm has no default partition: pass --submitit-partition NAME (`sinfo` lists them).")
-    if name not in limits:
-        raise SlurmError(
-            f"Slurm has no partition {name!r} (partitions: {', '.join(sorted(limits)) or 'none'}): pass "
-            "--submitit-partition with one of them."
-        )
-    return name, limits[name]
-
-
-def job_states(ids: list[str]) -> dict[str, tuple[str, str, str]]:
-    """{job id: (state, reason, exit code)} from squeue (live jobs) and sacct (ended ones)."""
-    if not ids:
-        return {}
-    states = {}
-    done = _slurm(["squeue", "-h", "-j", ",".join(ids), "-o", "%i|%T|%r"])
-    if done.returncode == 0:
-        for line in done.stdout.splitlines():
-            fields = line.split("|")
-            if len(fields) == 3 and fields[0] in ids:
-                states[fields[0]] = (fields[1], fields[2], "")
-    rest = [i for i in ids if i not in states or states[i][0] in ENDED]
-    if rest:
-        done = _slurm(["sacct", "-n", "-X", "-P", "-o", "JobIDRaw,State,Reason,ExitCode", "-j", ",".join(rest)])
-        if done.returncode != 0:
-            raise SlurmError(f"sacct failed: {_first_error(done.stderr or done.stdout)}")
-        for line in done.stdout.splitlines():
-            fields = line.split("|")
-            if len(fields) == 4 and fields[0] in rest:
-                states[fields[0]] = (fields[1].split()[0] if fields[1] else "UNKNOWN", fields[2], fields[3])
-    return states
-
-
-def job_alive(job_id: str) -> bool | None:
-    """Whether Slurm job `job_id` is queued or running (None: Slurm cannot be asked here)."""
-    try:
-        state = job_states([str(job_id)]).get(str(job_id))
-    except SlurmError:
-        return None
-    return state is not None and state[0] not in ENDED
-
-
-def cancel(ids: list[str]) -> None:
-    if ids:
-        _slurm(["scancel", *ids])
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -350,8 +217,7 @@ def failure_detail(job, job_id: str, folder: str, state: str, reason: str, exit_
     log = Path(job.log)
     if log.is_file():
         text = log.read_text(errors="replace")
-        marker = f"# Slurm job {job_id}"
-        if marker in text:  # the phase ran in this job: its own log holds the cause
+        if job_note(job_id) in text:  # the phase ran in this job: its own log holds the cause
             phase_line = last_meaningful_line(log)
     if phase_line:
         return f"{what}; {log}: {phase_line}"
@@ -457,7 +323,7 @@ def run_slurm(
             with contextlib.redirect_stderr(noise):
                 handle = executor.submit(SlurmPhase(job.words, layout, str(job.log)))
         except Exception as error:  # sbatch refused
-            why = _first_error(str(error) or noise.getvalue())
+            why = first_error(str(error) or noise.getvalue())
             if SUBMIT_LIMIT.search(why) and live:
                 if not waiting_for_limit:
                     print(f"compare: Slurm's job limit ({why}); waiting for one of {len(live)} job(s) to end")
