@@ -9,7 +9,6 @@ leaves a finished phase alone and resumes a killed one (docs/reliability.md).
 """
 
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,10 +157,6 @@ class PhaseJob:
         for key, value in self.overrides.items():
             words += [f"--{key}", json.dumps(value) if not isinstance(value, str) else value]
         return words
-
-    def command(self) -> list[str]:
-        """The phase as one process (`compare/processes.py` gives the command of a phase on several)."""
-        return [sys.executable, "-m", "spt_hf", *self.words]
 
 
 @dataclass
@@ -337,7 +332,8 @@ def build_plan(spec: CompareSpec) -> Plan:
         recipe = job.load_recipe()
         if job.phase == BASELINE_PHASE:
             job.kind = baseline_kind(recipe.model_config)
-    layout = phase_processes(spec)  # from the launcher's options: one process per device
+    # from the launcher's options: one process per device
+    layout = phase_processes(spec.launcher, spec.accelerate_config, spec.submitit, spec.ray)
     launch = Launch(
         spec.launcher,
         spec.max_parallel,
