@@ -14,6 +14,12 @@
   one of its jobs to end; any other refusal of sbatch is one line with Slurm's reason.
 - Slurm accounting (sacct, through slurmdbd) is required: it is how a job that ended is told from one that never
   ran, and how submitit sees a job end that left no result.
+
+What happens to each phase is one pure function, `decide`: from what Slurm says of its job (state, reason, exit
+code), where the phase it waits for stands and whether its folder holds the finished phase, to the next step (submit,
+hold, wait, end finished / failed / blocked, or submit again); tests/training/test_slurm_decision.py tables it.
+`run_slurm` sets up submitit, and `SlurmDriver` submits and polls, acting on `decide`. The questions put to Slurm
+(job states, partitions, accounting, scancel) are `slurm_queries`'.
 """
 
 import contextlib
@@ -75,7 +81,7 @@ def _checkpointable_base():
 
 
 def job_note(job_id: str) -> str:
-    """What follows the command line in a phase's log when Slurm job `job_id` runs it (`failure_detail` reads it)."""
+    """What follows the command line in a phase's log when Slurm job `job_id` runs it (`failure_cause` looks for it)."""
     return f"# Slurm job {job_id}"
 
 
