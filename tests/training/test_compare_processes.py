@@ -45,21 +45,21 @@ def test_one_process_runs_spt_hf_and_several_run_under_accelerate_launch():
         PhaseProcesses(3, 2)
 
 
-def test_the_processes_of_a_phase_come_from_each_launcher(tmp_path):
-    assert phase_processes(spec(tmp_path)) == PhaseProcesses()
-    local = phase_processes(spec(tmp_path, accelerate_config=CPU_2PROC))
+def test_the_processes_of_a_phase_come_from_each_launcher():
+    assert phase_processes("local") == PhaseProcesses()
+    local = phase_processes("local", CPU_2PROC)
     assert (local.processes, local.machines) == (2, 1) and local.accelerate_config.endswith("cpu_ddp_2proc.yaml")
-    slurm = phase_processes(spec(tmp_path, launcher="submitit", submitit={"gpus_per_node": 4, "nodes": 2}))
+    slurm = phase_processes("submitit", submitit={"gpus_per_node": 4, "nodes": 2})
     assert (slurm.processes, slurm.machines, slurm.accelerate_config) == (8, 2, None)
     config = {"cluster": "local", "processes_per_node": 2}
-    assert phase_processes(spec(tmp_path, launcher="submitit", submitit=config)).processes == 2
-    assert phase_processes(spec(tmp_path, launcher="submitit", accelerate_config=CPU_2PROC)).processes == 2
-    assert phase_processes(spec(tmp_path, launcher="ray", ray={"num_gpus": 2})).processes == 2
-    assert phase_processes(spec(tmp_path, launcher="ray", ray={"num_gpus": 0.5})).processes == 1
+    assert phase_processes("submitit", submitit=config).processes == 2
+    assert phase_processes("submitit", CPU_2PROC).processes == 2
+    assert phase_processes("ray", ray={"num_gpus": 2}).processes == 2
+    assert phase_processes("ray", ray={"num_gpus": 0.5}).processes == 1
     with pytest.raises(ValueError, match="spans 2 machines; the local launcher runs on this one"):
-        phase_processes(spec(tmp_path, accelerate_config="accelerate/multi_node.yaml"))
+        phase_processes("local", "accelerate/multi_node.yaml")
     with pytest.raises(ValueError, match="`submitit: nodes: 2` needs a Slurm cluster"):
-        phase_processes(spec(tmp_path, launcher="submitit", submitit={"cluster": "local", "nodes": 2}))
+        phase_processes("submitit", submitit={"cluster": "local", "nodes": 2})
 
 
 def test_a_machine_of_a_slurm_job_takes_its_rank_and_rendezvous_from_slurm(monkeypatch):

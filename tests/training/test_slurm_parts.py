@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from spt_hf.compare.slurm import JobRecord, last_meaningful_line, parse_minutes
+from spt_hf.compare.slurm import JobRecord, last_meaningful_line
 from spt_hf.compare.state import Progress
+from spt_hf.slurm_queries import parse_minutes
 from spt_hf.training.run_folder import PhaseState
 
 

@@ -9,7 +9,6 @@ leaves a finished phase alone and resumes a killed one (docs/reliability.md).
 """
 
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,10 +153,6 @@ class PhaseJob:
         for key, value in self.overrides.items():
             words += [f"--{key}", json.dumps(value) if not isinstance(value, str) else value]
         return words
-
-    def command(self) -> list[str]:
-        """The phase as one process (`compare/processes.py` gives the command of a phase on several)."""
-        return [sys.executable, "-m", "spt_hf", *self.words]
 
 
 @dataclass
@@ -332,7 +327,8 @@ def build_plan(spec: CompareSpec) -> Plan:
     for job in jobs:  # every phase's recipe, as that phase will load it, before anything runs
         spt_checkpoint = True if job.phase == FINETUNE_PHASE else None  # the checkpoint of its own SPT phase
         job.kind = start_kind(job.load_recipe().model_config, spt_checkpoint)
-    layout = phase_processes(spec)  # from the launcher's options: one process per device
+    # from the launcher's options: one process per device
+    layout = phase_processes(spec.launcher, spec.accelerate_config, spec.submitit, spec.ray)
     launch = Launch(
         spec.launcher,
         spec.max_parallel,

@@ -21,12 +21,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
-
-if TYPE_CHECKING:
-    from .plan import CompareSpec
 
 
 @dataclass(frozen=True)
@@ -90,27 +86,31 @@ def resolve_accelerate_config(config: str | None) -> str | None:
     return str(find_recipe(config))
 
 
-def phase_processes(spec: "CompareSpec") -> PhaseProcesses:
-    """The processes every phase of `spec` runs with, from its launcher's options."""
-    config = resolve_accelerate_config(spec.accelerate_config)
+def phase_processes(
+    launcher: str, accelerate_config: str | None = None, submitit: dict | None = None, ray: dict | None = None
+) -> PhaseProcesses:
+    """The processes every phase runs with under `launcher` ("local", "submitit" or "ray"), from its options (the
+    comparison's `accelerate_config`, `submitit` and `ray`)."""
+    config = resolve_accelerate_config(accelerate_config)
     layout = accelerate_layout(config) if config else (1, 1)
-    if spec.launcher == "local":
+    if launcher == "local":
         if layout[1] > 1:
             raise ValueError(
                 f"`accelerate_config` {config} spans {layout[1]} machines; the local launcher runs on this one. "
                 "Use --launcher submitit with --submitit_nodes, or a 1-machine config."
             )
         return PhaseProcesses(layout[0], 1, config)
-    if spec.launcher == "submitit":
-        options = spec.submitit
+    if launcher == "submitit":
+        options = submitit or {}
         machines = int(options.get("nodes", 1))
         per_machine = options.get("processes_per_node") or options.get("gpus_per_node") or layout[0] // layout[1]
         if options.get("cluster", "slurm") != "slurm" and machines > 1:
             raise ValueError(f"`submitit: nodes: {machines}` needs a Slurm cluster; the local cluster has one machine.")
         return PhaseProcesses(int(per_machine) * machines, machines, config)
-    processes = int(spec.ray.get("processes") or max(1, spec.ray.get("num_gpus") or 0) or layout[0])
-    if spec.ray.get("num_gpus") and spec.ray["num_gpus"] > 1 and processes != spec.ray["num_gpus"]:
-        raise ValueError(f"`ray: num_gpus: {spec.ray['num_gpus']}` runs one process per GPU; `processes` must match.")
+    ray = ray or {}
+    processes = int(ray.get("processes") or max(1, ray.get("num_gpus") or 0) or layout[0])
+    if ray.get("num_gpus") and ray["num_gpus"] > 1 and processes != ray["num_gpus"]:
+        raise ValueError(f"`ray: num_gpus: {ray['num_gpus']}` runs one process per GPU; `processes` must match.")
     return PhaseProcesses(processes, 1, config)
 
 
@@ -127,24 +127,35 @@ def job_command(words: list[str], layout: PhaseProcesses) -> tuple[list[str], in
 
 
 def run_in_job(words: list[str], layout: PhaseProcesses, log: str) -> int:
-    """What each task of a phase's submitit job runs (one task per machine); machines after the first log into
-    `<phase>.machine<k>.log`."""
+    """What each task of a phase's submitit job runs (one task per machine), logging into `machine_log`."""
     command, rank = job_command(words, layout)
-    if rank:
-        log = str(Path(log).with_suffix(f".machine{rank}.log"))
-    return execute_phase(command, log)
+    return execute_phase(command, machine_log(log, rank))
+
+
+def machine_log(log: str, rank: int) -> str:
+    """The log of machine `rank` of a phase: `log` for the first, `<phase>.machine<k>.log` for the others."""
+    return str(Path(log).with_suffix(f".machine{rank}.log")) if rank else log
+
+
+def start_phase(command: list[str], log: str, environment: dict | None = None, note: str = "", **popen):
+    """Start one phase's command, its output appended to `log` after its command line (and `note`), with tqdm's
+    progress bars off (a log is no terminal); `popen` goes to `subprocess.Popen`. Every launcher starts phases so."""
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "TQDM_DISABLE": "1", **(environment or {})}
+    with open(log, "a") as handle:
+        handle.write(f"$ {' '.join(command)}{note}\n")
+        handle.flush()
+        return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env, **popen)
 
 
 def execute_phase(command: list[str], log: str, environment: dict | None = None, cwd: str | None = None) -> int:
     """Run one phase's command, its output into `log`; the exit status. (Also what submitit and Ray run.)"""
-    Path(log).parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "TQDM_DISABLE": "1", **(environment or {})}
-    with open(log, "a") as handle:
-        handle.write(f"$ {' '.join(command)}\n")
-        handle.flush()
-        return subprocess.run(
-            command, stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=cwd, preexec_fn=_end_with_parent()
-        ).returncode
+    with start_phase(command, log, environment, cwd=cwd, preexec_fn=_end_with_parent()) as process:
+        try:
+            return process.wait()
+        except BaseException:  # as subprocess.run: a caller interrupted while it waits leaves no phase running
+            process.kill()
+            raise
 
 
 def _end_with_parent() -> Callable[[], None] | None:

@@ -14,6 +14,12 @@
   one of its jobs to end; any other refusal of sbatch is one line with Slurm's reason.
 - Slurm accounting (sacct, through slurmdbd) is required: it is how a job that ended is told from one that never
   ran, and how submitit sees a job end that left no result.
+
+What happens to each phase is one pure function, `decide`: from what Slurm says of its job (state, reason, exit
+code), where the phase it waits for stands and whether its folder holds the finished phase, to the next step (submit,
+hold, wait, end finished / failed / blocked, or submit again); tests/training/test_slurm_decision.py tables it.
+`run_slurm` sets up submitit, and `SlurmDriver` submits and polls, acting on `decide`. The questions put to Slurm
+(job states, partitions, accounting, scancel) are `slurm_queries`'.
 """
 
 import contextlib
@@ -27,52 +33,33 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from ..checkpoints import write_json_atomic
+from ..slurm_queries import (
+    ENDED,
+    NEVER_RUNS,
+    SlurmError,
+    cancel,
+    check_accounting,
+    first_error,
+    job_alive,
+    job_states,
+    partition_limit,
+)
 from ..training.run_folder import PhaseState
-from .processes import PhaseProcesses, job_command, require_package
+from .processes import PhaseProcesses, job_command, machine_log, require_package, start_phase
 from .state import phase_finished
 
 JOBS_FILE = Path(".compare") / "jobs.json"
-ENDED = {
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "OUT_OF_MEMORY",
-    "NODE_FAIL",
-    "BOOT_FAIL",
-    "DEADLINE",
-    "PREEMPTED",
-    "REVOKED",
-    "SPECIAL_EXIT",
-}
-# Reasons for which a pending job will never start.
-NEVER_RUNS = {
-    "DependencyNeverSatisfied",
-    "PartitionTimeLimit",
-    "PartitionNodeLimit",
-    "PartitionConfig",
-    "PartitionDown",
-    "PartitionInactive",
-    "InvalidQOS",
-    "InvalidAccount",
-    "BadConstraints",
-    "QOSMaxWallDurationPerJobLimit",
-    "AssocMaxWallDurationPerJobLimit",
-    "ReqNodeNotAvail",
-}
 SUBMIT_LIMIT = re.compile(r"MaxSubmitJob|job submit limit|QOSMaxSubmitJob|AssocMaxSubmitJob", re.IGNORECASE)
 MIN_RUN_BEFORE_SIGNAL_S = 60  # the job must run this long before submitit's signal (its handler is installed by then)
 INTERRUPTED_EXIT = 75  # the phase saved a checkpoint on the signal and stopped (trainer.SaveOnSignal)
 POLL_S = 2.0
 
 Event = Callable[..., None]
-
-
-class SlurmError(RuntimeError):
-    """Slurm refused or cannot do what compare needs; the message is one line with Slurm's reason."""
 
 
 class PhaseFailedError(RuntimeError):
@@ -93,6 +80,11 @@ def _checkpointable_base():
         return object
 
 
+def job_note(job_id: str) -> str:
+    """What follows the command line in a phase's log when Slurm job `job_id` runs it (`failure_cause` looks for it)."""
+    return f"# Slurm job {job_id}"
+
+
 def _block_save_signal() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
 
@@ -108,28 +100,22 @@ class SlurmPhase(_checkpointable_base()):
 
     def __call__(self) -> int:
         command, rank = job_command(self.words, self.layout)  # this machine's processes of the phase
-        log = self.log if not rank else str(Path(self.log).with_suffix(f".machine{rank}.log"))
-        Path(log).parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "TQDM_DISABLE": "1", **self.environment}
-        with open(log, "a") as handle:
-            handle.write(f"$ {' '.join(command)}  # Slurm job {os.environ.get('SLURM_JOB_ID', '?')}\n")
-            handle.flush()
-            # The checkpoint signal is blocked in the phase until its handler is installed (it unblocks it): one
-            # that arrives while the phase still imports waits for it instead of killing it unsaved. The phase is
-            # its own process group, so that the signal reaches every process `accelerate launch` starts.
-            process = subprocess.Popen(
-                command,
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-                env=env,
-                preexec_fn=_block_save_signal,
-                process_group=0,
-            )
-            _running["process"] = process
-            try:
-                status = process.wait()
-            finally:
-                _running.pop("process", None)
+        # The checkpoint signal is blocked in the phase until its handler is installed (it unblocks it): one that
+        # arrives while the phase still imports waits for it instead of killing it unsaved. The phase is its own
+        # process group, so that the signal reaches every process `accelerate launch` starts.
+        process = start_phase(
+            command,
+            machine_log(self.log, rank),
+            self.environment,
+            f"  {job_note(os.environ.get('SLURM_JOB_ID', '?'))}",
+            preexec_fn=_block_save_signal,
+            process_group=0,
+        )
+        _running["process"] = process
+        try:
+            status = process.wait()
+        finally:
+            _running.pop("process", None)
         if status < 0:  # killed by a signal (the OOM killer, a kill): the phase could not say so itself
             with open(self.log, "a") as handle:
                 handle.write(f"spt_hf: the phase was killed by {signal.Signals(-status).name} (exit status {status})\n")
@@ -152,117 +138,6 @@ class SlurmPhase(_checkpointable_base()):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=max(10, int(os.environ.get("SPT_HF_SAVE_WAIT_S", "60"))))
         return super().checkpoint(*args, **kwargs)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Asking Slurm
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def _slurm(command: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except FileNotFoundError:
-        raise SlurmError(
-            f"`{command[0]}` is not installed here: `--launcher submitit` with cluster slurm runs where Slurm's "
-            "client commands are (or use --submitit_cluster local)."
-        ) from None
-    except subprocess.TimeoutExpired:
-        raise SlurmError(f"`{' '.join(command)}` did not answer within {timeout:.0f} s; is slurmctld up?") from None
-
-
-def _first_error(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    reasons = [line.split("error:", 1)[1].strip() for line in lines if "error:" in line]
-    return "; ".join(dict.fromkeys(reasons)) if reasons else (lines[-1] if lines else "no output")
-
-
-def check_accounting() -> None:
-    """One line when sacct does not answer: compare (and submitit) need Slurm's accounting to see how jobs end."""
-    done = _slurm(["sacct", "-n", "-X", "-P", "-o", "JobIDRaw", "-j", "1"])
-    if done.returncode != 0:
-        raise SlurmError(
-            f"Slurm accounting does not answer (sacct: {_first_error(done.stderr or done.stdout)}): compare needs "
-            "it to see how each job ended (set up slurmdbd and AccountingStorageType=accounting_storage/slurmdbd; "
-            "see docs/compare.md), or use --submitit_cluster local."
-        )
-
-
-def parse_minutes(text: str) -> float | None:
-    """Slurm's time format ([days-]hours:minutes:seconds, minutes:seconds, minutes) in minutes; None = unlimited."""
-    text = text.strip()
-    if text.upper() in ("UNLIMITED", "INFINITE", "NONE", ""):
-        return None
-    days, _, clock = text.rpartition("-")
-    parts = [int(p) for p in clock.split(":")]
-    if len(parts) == 1:
-        minutes = parts[0]
-    elif len(parts) == 2:
-        minutes = parts[0] + parts[1] / 60
-    else:
-        minutes = parts[0] * 60 + parts[1] + parts[2] / 60
-    return minutes + (int(days) * 24 * 60 if days else 0)
-
-
-def partition_limit(partition: str | None) -> tuple[str, float | None]:
-    """(the partition's name, its MaxTime in minutes or None) for `partition`, or the default one."""
-    done = _slurm(["sinfo", "-h", "-o", "%P|%l"])
-    if done.returncode != 0:
-        raise SlurmError(f"sinfo failed: {_first_error(done.stderr or done.stdout)}")
-    limits = {}
-    default = None
-    for line in done.stdout.split():
-        name, _, limit = line.partition("|")
-        if name.endswith("*"):
-            name = name[:-1]
-            default = name
-        limits[name] = parse_minutes(limit)
-    name = partition or default
-    if name is None:
-        raise SlurmError("Slurm has no default partition: pass --submitit_partition NAME (`sinfo` lists them).")
-    if name not in limits:
-        raise SlurmError(
-            f"Slurm has no partition {name!r} (partitions: {', '.join(sorted(limits)) or 'none'}): pass "
-            "--submitit_partition with one of them."
-        )
-    return name, limits[name]
-
-
-def job_states(ids: list[str]) -> dict[str, tuple[str, str, str]]:
-    """{job id: (state, reason, exit code)} from squeue (live jobs) and sacct (ended ones)."""
-    if not ids:
-        return {}
-    states = {}
-    done = _slurm(["squeue", "-h", "-j", ",".join(ids), "-o", "%i|%T|%r"])
-    if done.returncode == 0:
-        for line in done.stdout.splitlines():
-            fields = line.split("|")
-            if len(fields) == 3 and fields[0] in ids:
-                states[fields[0]] = (fields[1], fields[2], "")
-    rest = [i for i in ids if i not in states or states[i][0] in ENDED]
-    if rest:
-        done = _slurm(["sacct", "-n", "-X", "-P", "-o", "JobIDRaw,State,Reason,ExitCode", "-j", ",".join(rest)])
-        if done.returncode != 0:
-            raise SlurmError(f"sacct failed: {_first_error(done.stderr or done.stdout)}")
-        for line in done.stdout.splitlines():
-            fields = line.split("|")
-            if len(fields) == 4 and fields[0] in rest:
-                states[fields[0]] = (fields[1].split()[0] if fields[1] else "UNKNOWN", fields[2], fields[3])
-    return states
-
-
-def job_alive(job_id: str) -> bool | None:
-    """Whether Slurm job `job_id` is queued or running (None: Slurm cannot be asked here)."""
-    try:
-        state = job_states([str(job_id)]).get(str(job_id))
-    except SlurmError:
-        return None
-    return state is not None and state[0] not in ENDED
-
-
-def cancel(ids: list[str]) -> None:
-    if ids:
-        _slurm(["scancel", *ids])
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -341,24 +216,111 @@ def last_meaningful_line(path: Path) -> str | None:
     return None
 
 
-def failure_detail(job, job_id: str, folder: str, state: str, reason: str, exit_code: str) -> str:
-    """`<Slurm state>; <the file that holds the error>: <its last meaningful line>`."""
-    what = f"Slurm job {job_id} {state}" + (f" ({reason})" if reason and reason != "None" else "")
-    what += f", exit {exit_code}" if exit_code else ""
+def failure_cause(job, job_id: str, folder: str) -> str:
+    """`<the file that holds the error>: <its last meaningful line>` for Slurm job `job_id` of `job` that failed:
+    the phase's log when the phase ran in this job, else submitit's error file of the job (in `folder`)."""
     err = Path(folder.replace("%j", job_id)) / f"{job_id}_0_log.err"
-    phase_line = None
     log = Path(job.log)
-    if log.is_file():
-        text = log.read_text(errors="replace")
-        marker = f"# Slurm job {job_id}"
-        if marker in text:  # the phase ran in this job: its own log holds the cause
-            phase_line = last_meaningful_line(log)
-    if phase_line:
-        return f"{what}; {log}: {phase_line}"
+    if log.is_file() and job_note(job_id) in log.read_text(errors="replace"):  # the phase ran in this job
+        phase_line = last_meaningful_line(log)
+        if phase_line:
+            return f"{log}: {phase_line}"
     err_line = last_meaningful_line(err)
     if err_line:
-        return f"{what}; {err}: {err_line}"
-    return f"{what}; nothing was logged ({err} is empty or missing)"
+        return f"{err}: {err_line}"
+    return f"nothing was logged ({err} is empty or missing)"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The decision: what happens to one phase, from what Slurm says of its job
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What Slurm says of one job (`job_states`); a job neither squeue nor sacct knows is UNKNOWN."""
+
+    job_id: str
+    state: str = "UNKNOWN"
+    reason: str = ""
+    exit_code: str = ""
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED
+
+
+class Dependency(StrEnum):
+    """Where the phase a job waits for (`PhaseJob.depends_on`) stands in this driver."""
+
+    NONE = "none"  # no dependency, or one this driver does not run (it finished before)
+    UNSUBMITTED = "unsubmitted"  # one of this driver's phases, not queued yet
+    LIVE = "live"  # queued or running on Slurm
+    FINISHED = "finished"  # ended, its phase finished
+    NOT_FINISHED = "not finished"  # ended failed or blocked
+
+
+class Step(StrEnum):
+    """What the driver does next with one phase."""
+
+    SUBMIT = "submit"  # not submitted: submit it (`afterok` on its dependency if that one is live)
+    HOLD = "hold"  # not submitted: its dependency is not queued yet
+    WAIT = "wait"  # queued or running: report `state` (QUEUED or RUNNING) when `shown` changes
+    END = "end"  # the phase ended: `state` is FINISHED, FAILED or BLOCKED, `detail` says why
+    RESUBMIT = "resubmit"  # submit it again: Slurm cancelled it for a dependency that finished as a phase
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of `decide` for one phase."""
+
+    step: Step
+    state: PhaseState | None = None
+    detail: str = ""
+    cancel: bool = False  # END: cancel its job first (Slurm would never run it, or it waits for a failed phase)
+    find_cause: bool = False  # END: the detail is followed by the cause its logs hold (`failure_cause`)
+    shown: str = ""  # WAIT: what the progress line shows of it; a change is reported
+
+
+def decide(job, slurm: JobState | None, dependency: Dependency, folder_finished: bool = False) -> Decision:
+    """The one decision of compare's Slurm driver: what happens to phase `job` given what Slurm says of its job
+    (`slurm`; None before it is submitted), where its dependency stands, and whether its phase folder holds the
+    finished phase (`phase_finished`, asked of ended jobs only). The phase folder decides over the job's state: a job
+    that COMPLETED without a finished phase failed, one that failed after its phase finished (a late signal) did
+    not. Pure: it asks and changes nothing."""
+    after = job.depends_on
+    if slurm is None:
+        if dependency == Dependency.NOT_FINISHED:
+            return Decision(Step.END, PhaseState.BLOCKED, f"{after} did not finish")
+        return Decision(Step.HOLD if dependency == Dependency.UNSUBMITTED else Step.SUBMIT)
+    job_id, state, reason = slurm.job_id, slurm.state, slurm.reason
+    said = reason and reason != "None"
+    if state == "COMPLETED":
+        if folder_finished:
+            return Decision(Step.END, PhaseState.FINISHED)
+        why = f"Slurm job {job_id} COMPLETED but {job.phase_dir} holds no finished phase"
+        return Decision(Step.END, PhaseState.FAILED, why)
+    if slurm.ended and folder_finished:
+        return Decision(Step.END, PhaseState.FINISHED, f"Slurm job {job_id} ended {state} after the phase finished")
+    if state == "CANCELLED" and dependency == Dependency.FINISHED:  # (its dependency's job failed after finishing)
+        return Decision(Step.RESUBMIT)
+    if state == "CANCELLED" and dependency == Dependency.NOT_FINISHED:
+        return Decision(Step.END, PhaseState.BLOCKED, f"{after} did not finish; Slurm cancelled job {job_id}")
+    if slurm.ended:
+        why = f"Slurm job {job_id} {state}" + (f" ({reason})" if said else "")
+        why += f", exit {slurm.exit_code}" if slurm.exit_code else ""
+        return Decision(Step.END, PhaseState.FAILED, why, find_cause=True)
+    if state == "PENDING" and reason in NEVER_RUNS:
+        if reason == "DependencyNeverSatisfied" and dependency != Dependency.NONE:
+            why = f"{after} did not finish; cancelled Slurm job {job_id}"
+            return Decision(Step.END, PhaseState.BLOCKED, why, cancel=True)
+        why = f"Slurm will not run job {job_id} ({reason}); cancelled it"
+        return Decision(Step.END, PhaseState.FAILED, why, cancel=True)
+    if dependency == Dependency.NOT_FINISHED:  # Slurm cancels it (kill-on-invalid-dep): not waited for
+        return Decision(Step.END, PhaseState.BLOCKED, f"{after} did not finish; cancelled Slurm job", cancel=True)
+    label = PhaseState.RUNNING if state in ("RUNNING", "COMPLETING") else PhaseState.QUEUED
+    shown = f"{label}:{reason}" if label == PhaseState.QUEUED else label
+    return Decision(Step.WAIT, label, f"Slurm job {job_id} {state}" + (f", {reason}" if said else ""), shown=shown)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -414,10 +376,9 @@ def run_slurm(
 ) -> dict:
     """Submit the phases (at most `parallel` queued or running at once), re-attaching to the jobs of an earlier call
     that are still queued or running; watch them until each ends. Returns {phase id: FINISHED | FAILED | BLOCKED}
-    (`PhaseState`); a phase is FINISHED when its job COMPLETED and `phase_status` finds it finished."""
+    (`PhaseState`); a phase is FINISHED when its job COMPLETED and `phase_status` finds it finished (`decide`)."""
     submitit = require_package("submitit", "submitit")
     layout = layout or PhaseProcesses()
-    world_size = layout.processes
     check_accounting()
     parameters, requeues = slurm_parameters(options)
     if layout.machines > 1:
@@ -425,141 +386,150 @@ def run_slurm(
     folder = str(options.get("folder") or Path(output_dir).resolve() / "submitit" / "%j")
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm", slurm_max_num_timeout=requeues)
     executor.update_parameters(**parameters)
-    record = JobRecord(output_dir)
-    by_id = {job.id: job for job in jobs}
-    live: dict[str, str] = {}  # phase id -> Slurm job id
-    seen: dict[str, str] = {}  # phase id -> the last state reported
-    finished: dict[str, str] = {}
-    attached = record.alive()
-    for phase, job_id in attached.items():
-        if phase in by_id:
-            live[phase] = job_id
-            on_event(by_id[phase], PhaseState.QUEUED, f"re-attached to Slurm job {job_id}")
-    pending = [job for job in jobs if job.id not in live]
-    waiting_for_limit = False
+    driver = SlurmDriver(jobs, on_event, executor, folder, JobRecord(output_dir), parallel, layout)
+    driver.attach()
+    return driver.run()
 
-    def submit(job) -> str | None:
-        with record.locked():  # a second driver on the same output folder attaches instead of submitting twice
-            other = record.reload().jobs.get(job.id, {}).get("job_id")
-            if other and other not in live.values() and job_alive(other):
-                on_event(job, PhaseState.QUEUED, f"re-attached to Slurm job {other} (submitted by another compare)")
+
+class SlurmDriver:
+    """The phases of one `run_slurm` call on their way through Slurm: each submitted when `decide` says so (at most
+    `parallel` queued or running), its job polled every `POLL_S` seconds, and moved on by `decide` until it ends."""
+
+    def __init__(self, jobs, on_event: Event, executor, folder: str, record: JobRecord, parallel: int, layout):
+        self.on_event, self.executor, self.folder, self.record = on_event, executor, folder, record
+        self.parallel, self.layout = parallel, layout
+        self.by_id = {job.id: job for job in jobs}
+        self.pending = list(jobs)  # not submitted yet
+        self.live: dict[str, str] = {}  # phase id -> Slurm job id
+        self.finished: dict[str, str] = {}  # phase id -> FINISHED | FAILED | BLOCKED
+        self.seen: dict[str, str] = {}  # phase id -> what the progress line last showed of it
+        self.waiting_for_limit = False
+        self.stopped_by = "Ctrl-C"
+
+    def attach(self) -> None:
+        """Take over this driver's phases whose jobs (recorded by an earlier call) are still queued or running."""
+        for phase, job_id in self.record.alive().items():
+            if phase in self.by_id:
+                self.live[phase] = job_id
+                self.on_event(self.by_id[phase], PhaseState.QUEUED, f"re-attached to Slurm job {job_id}")
+        self.pending = [job for job in self.pending if job.id not in self.live]
+
+    def run(self) -> dict:
+        """Submit and poll until every phase has ended. Ctrl-C or SIGTERM leaves the jobs running and says so."""
+        previous = signal.signal(signal.SIGTERM, self._on_term) if _main_thread() else None
+        try:
+            while self.pending or self.live:
+                self.submit_ready()
+                self.poll()
+                if self.pending or self.live:
+                    time.sleep(POLL_S)
+        except KeyboardInterrupt:
+            ids = list(self.live.values())
+            if ids:
+                print(
+                    f"compare: stopped by {self.stopped_by}; {len(ids)} Slurm job(s) keep running ({', '.join(ids)}): "
+                    "the same command again re-attaches to them; add --cancel to cancel them (or: scancel "
+                    f"{' '.join(ids)}).",
+                    flush=True,
+                )
+            else:
+                print(f"compare: stopped by {self.stopped_by}; no Slurm job of it is queued or running.", flush=True)
+            raise SystemExit(143 if self.stopped_by == "SIGTERM" else 130) from None
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+        return self.finished
+
+    def _on_term(self, signum, frame) -> None:
+        self.stopped_by = "SIGTERM"
+        raise KeyboardInterrupt
+
+    def dependency(self, job) -> Dependency:
+        after = job.depends_on
+        if after in self.finished:
+            return Dependency.FINISHED if self.finished[after] == PhaseState.FINISHED else Dependency.NOT_FINISHED
+        if after in self.live:
+            return Dependency.LIVE
+        return Dependency.UNSUBMITTED if after in self.by_id else Dependency.NONE
+
+    def submit_ready(self) -> None:
+        """Submit the phases `decide` lets go, in order, while fewer than `parallel` are queued or running."""
+        for job in list(self.pending):
+            decision = decide(job, None, self.dependency(job))
+            if decision.step == Step.END:
+                self.pending.remove(job)
+                self.end(job, decision.state, decision.detail)
+                continue
+            if decision.step == Step.HOLD:
+                continue
+            if len(self.live) >= self.parallel:
+                break
+            job_id = self.submit(job)
+            if job_id is None:
+                break
+            self.pending.remove(job)
+            self.live[job.id] = job_id
+            self.on_event(job, PhaseState.QUEUED, f"Slurm job {job_id}")
+
+    def poll(self) -> None:
+        """Ask Slurm for the state of every live job and act on `decide`'s outcome for each."""
+        states = job_states(list(self.live.values()))
+        for phase, job_id in list(self.live.items()):
+            job = self.by_id[phase]
+            slurm = JobState(job_id, *states.get(job_id, ("UNKNOWN", "", "")))
+            folder_finished = slurm.ended and phase_finished(job, self.layout.processes)
+            decision = decide(job, slurm, self.dependency(job), folder_finished)
+            if decision.step == Step.RESUBMIT:
+                self.live.pop(phase)
+                self.seen.pop(phase, None)
+                self.pending.insert(0, job)
+            elif decision.step == Step.WAIT:
+                if self.seen.get(phase) != decision.shown:
+                    self.seen[phase] = decision.shown
+                    self.on_event(job, decision.state, decision.detail)
+            else:
+                if decision.cancel:
+                    cancel([job_id])
+                cause = f"; {failure_cause(job, job_id, self.folder)}" if decision.find_cause else ""
+                self.end(job, decision.state, decision.detail + cause)
+
+    def end(self, job, state: PhaseState, detail: str) -> None:
+        self.finished[job.id] = state
+        self.live.pop(job.id, None)
+        self.on_event(job, state, detail)
+
+    def submit(self, job) -> str | None:
+        """The Slurm job of `job`: one another driver on the same output folder submitted and Slurm still runs, or a
+        new one (None: Slurm's job-count limit holds it back until one of ours ends)."""
+        with self.record.locked():  # a second driver on the same output folder attaches instead of submitting twice
+            other = self.record.reload().jobs.get(job.id, {}).get("job_id")
+            if other and other not in self.live.values() and job_alive(other):
+                self.on_event(
+                    job, PhaseState.QUEUED, f"re-attached to Slurm job {other} (submitted by another compare)"
+                )
                 return other
-            return submit_unlocked(job)
+            return self._sbatch(job)
 
-    def submit_unlocked(job) -> str | None:
-        nonlocal waiting_for_limit
+    def _sbatch(self, job) -> str | None:
         extra = {"kill_on_invalid_dep": "yes"}
-        if job.depends_on in live:
-            extra["dependency"] = f"afterok:{live[job.depends_on]}"
-        executor.update_parameters(slurm_additional_parameters=extra)
+        if self.dependency(job) == Dependency.LIVE:
+            extra["dependency"] = f"afterok:{self.live[job.depends_on]}"
+        self.executor.update_parameters(slurm_additional_parameters=extra)
         noise = io.StringIO()
         try:
             with contextlib.redirect_stderr(noise):
-                handle = executor.submit(SlurmPhase(job.words, layout, str(job.log)))
+                handle = self.executor.submit(SlurmPhase(job.words, self.layout, str(job.log)))
         except Exception as error:  # sbatch refused
-            why = _first_error(str(error) or noise.getvalue())
-            if SUBMIT_LIMIT.search(why) and live:
-                if not waiting_for_limit:
-                    print(f"compare: Slurm's job limit ({why}); waiting for one of {len(live)} job(s) to end")
-                waiting_for_limit = True
+            why = first_error(str(error) or noise.getvalue())
+            if SUBMIT_LIMIT.search(why) and self.live:
+                if not self.waiting_for_limit:
+                    print(f"compare: Slurm's job limit ({why}); waiting for one of {len(self.live)} job(s) to end")
+                self.waiting_for_limit = True
                 return None
             raise SlurmError(f"Slurm refused to queue {job.id}: {why}") from None
-        waiting_for_limit = False
-        record.add(job.id, str(handle.job_id), folder)
+        self.waiting_for_limit = False
+        self.record.add(job.id, str(handle.job_id), self.folder)
         return str(handle.job_id)
-
-    def end(phase: str, state: str, detail: str) -> None:
-        finished[phase] = state
-        live.pop(phase, None)
-        on_event(by_id[phase], state, detail)
-
-    interrupted = []
-
-    def on_term(signum, frame):
-        interrupted.append(signum)
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, on_term) if _main_thread() else None
-    try:
-        while pending or live:
-            for job in list(pending):
-                dependency = job.depends_on
-                if dependency in finished and finished[dependency] != PhaseState.FINISHED:
-                    pending.remove(job)
-                    end(job.id, PhaseState.BLOCKED, f"{dependency} did not finish")
-                    continue
-                if dependency in by_id and dependency not in finished and dependency not in live:
-                    continue  # its dependency is not queued yet
-                if len(live) >= parallel:
-                    break
-                job_id = submit(job)
-                if job_id is None:
-                    break
-                pending.remove(job)
-                live[job.id] = job_id
-                on_event(job, PhaseState.QUEUED, f"Slurm job {job_id}")
-            states = job_states(list(live.values()))
-            for phase, job_id in list(live.items()):
-                state, reason, exit_code = states.get(job_id, ("UNKNOWN", "", ""))
-                job = by_id[phase]
-                if state == "COMPLETED":
-                    if phase_finished(job, world_size):
-                        end(phase, PhaseState.FINISHED, "")
-                    else:
-                        why = f"Slurm job {job_id} COMPLETED but {job.phase_dir} holds no finished phase"
-                        end(phase, PhaseState.FAILED, why)
-                elif state in ENDED:
-                    dependency = job.depends_on
-                    if phase_finished(
-                        job, world_size
-                    ):  # the phase folder decides: it finished (a late signal failed the job)
-                        end(phase, PhaseState.FINISHED, f"Slurm job {job_id} ended {state} after the phase finished")
-                    elif state == "CANCELLED" and finished.get(dependency) == PhaseState.FINISHED:
-                        # Slurm cancelled it for a dependency that failed as a job but finished as a phase
-                        live.pop(phase)
-                        seen.pop(phase, None)
-                        pending.insert(0, job)
-                    elif state == "CANCELLED" and dependency in finished:
-                        end(phase, PhaseState.BLOCKED, f"{dependency} did not finish; Slurm cancelled job {job_id}")
-                    else:
-                        end(phase, PhaseState.FAILED, failure_detail(job, job_id, folder, state, reason, exit_code))
-                elif state == "PENDING" and reason in NEVER_RUNS:
-                    dependency = job.depends_on
-                    cancel([job_id])
-                    if reason == "DependencyNeverSatisfied" and dependency in by_id:
-                        end(phase, PhaseState.BLOCKED, f"{dependency} did not finish; cancelled Slurm job {job_id}")
-                    else:
-                        end(phase, PhaseState.FAILED, f"Slurm will not run job {job_id} ({reason}); cancelled it")
-                else:
-                    label = PhaseState.RUNNING if state in ("RUNNING", "COMPLETING") else PhaseState.QUEUED
-                    shown = f"{label}:{reason}" if label == PhaseState.QUEUED else label
-                    if seen.get(phase) != shown:
-                        seen[phase] = shown
-                        why = f"Slurm job {job_id} {state}" + (f", {reason}" if reason and reason != "None" else "")
-                        on_event(job, label, why)
-            # a phase whose dependency failed: Slurm cancels it (kill-on-invalid-dep); do not wait for that
-            for phase in [p for p in live if by_id[p].depends_on in finished]:
-                if finished[by_id[phase].depends_on] != PhaseState.FINISHED:
-                    cancel([live[phase]])
-                    end(phase, PhaseState.BLOCKED, f"{by_id[phase].depends_on} did not finish; cancelled Slurm job")
-            if pending or live:
-                time.sleep(POLL_S)
-    except KeyboardInterrupt:
-        ids = list(live.values())
-        how = "SIGTERM" if interrupted else "Ctrl-C"
-        if ids:
-            print(
-                f"compare: stopped by {how}; {len(ids)} Slurm job(s) keep running ({', '.join(ids)}): the same "
-                f"command again re-attaches to them; add --cancel to cancel them (or: scancel {' '.join(ids)}).",
-                flush=True,
-            )
-        else:
-            print(f"compare: stopped by {how}; no Slurm job of it is queued or running.", flush=True)
-        raise SystemExit(143 if interrupted else 130) from None
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-    return finished
 
 
 def _main_thread() -> bool:

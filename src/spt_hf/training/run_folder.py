@@ -40,6 +40,7 @@ from ..checkpoints import (
     write_json_atomic,
 )
 from ..hub.pull import checkpoint_folder
+from ..slurm_queries import job_alive
 from .results import RESULTS_FILE
 
 LOCK_FILE = ".spt_hf.lock"
@@ -96,8 +97,6 @@ def _slurm_job_alive(job_id: str) -> bool | None:
     """Whether Slurm has job `job_id` queued or running; None when Slurm cannot be asked from here."""
     if shutil.which("squeue") is None:
         return None
-    from ..compare.slurm import job_alive
-
     return job_alive(job_id)
 
 
