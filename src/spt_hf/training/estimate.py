@@ -44,6 +44,7 @@ PEAK_TFLOPS_PER_S = {"A100": {"bf16": 312.0, "fp32": 19.5}, "H100": {"bf16": 989
 DEFAULT_UTILISATION = 0.4
 BYTES_PER_PARAMETER = 16  # float32 weight + gradient + AdamW's exp_avg and exp_avg_sq
 GIB = 1024**3
+MIN_MEASURE_LENGTH = 16  # `max_measure_length`'s least: its quarter, the shortest step measured, is 4 positions
 LENGTH_SAMPLE = 512  # examples drawn from a generator to know its lengths (0.1 s of the CPU recipes' ListOps)
 
 
