@@ -1,6 +1,7 @@
 """The estimate of a phase's cost: measured steps, their scaling in batch and length, the verdict and the CLI."""
 
 import dataclasses
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -22,7 +23,17 @@ from spt_hf.data import (
 from spt_hf.modeling.cauchy import paired_cauchy
 from spt_hf.modeling.ssm import fft_conv
 from spt_hf.training.compute import count_step_flops, phase_compute
-from spt_hf.training.estimate import GIB, PhaseEstimate, estimate_phase, estimate_task, train_examples
+from spt_hf.training.estimate import (
+    GIB,
+    PhaseEstimate,
+    counted,
+    data_length,
+    estimate_phase,
+    estimate_task,
+    expected_longest,
+    significant,
+    train_examples,
+)
 from spt_hf.training.flops import flop_counter
 from spt_hf.training.measure import (
     PRODUCTS,
@@ -349,10 +360,12 @@ def test_cli_estimate_and_dry_run(tmp_path, capsys):
     recipe = tiny_recipe(tmp_path, "spt_s4")
     assert main(["estimate", "--config", recipe.source, "--device-memory-gb", "40"]) == 0
     out = capsys.readouterr().out
-    assert "measured on cpu" in out and "A100 GPU-hours" in out and "| spt |" in out and "of 40 GB" in out
+    assert "measured on cpu" in out and "A100 GPU-hours" in out and "| spt |" in out and "of 40 GiB" in out
+    assert " GB" not in out and "0.0 " not in out and "Total: 1 phase," in out
     assert main(["spt", "--config", recipe.source, "--dry-run", "--max-measure-length", "512"]) == 0
     out = capsys.readouterr().out
-    assert "extrapolated from 128, 256, 512" in out and "1 phase(s), of listops (1024): spt_s4." in out
+    assert "extrapolated from 128, 256, 512" in out and "1 phase, of listops (1024): spt_s4." in out
+    assert "Lengths: listops at 1024, the recipe's max_length." in out
     assert not (tmp_path / "run").exists()  # nothing trained, nothing written
 
 
@@ -387,3 +400,48 @@ def test_a_task_read_through_a_backbone_tokenizer_is_estimated_at_its_longest(tm
     pieces = max(len(ids) for ids in token_table(estimate_task(listops).spec, tokenizer).values())
     assert pieces >= 1 and spec.max_length == 2048 * pieces
     assert spec.input_kind == "tokens" and spec.vocab_size == len(tokenizer)
+
+
+def test_a_generated_task_is_estimated_at_the_length_a_real_step_has(tmp_path):
+    """The CPU ListOps recipe generates trees of at most 120 symbols (the task's maximum is 2,048): the estimate's
+    FLOPs per step are within 10 % of the `compute` that a real 2-step run of the recipe records."""
+    assert main(["spt", "--config", "cpu/listops-s4-spt.yaml", "--max_steps", "2", "--output_dir", str(tmp_path)]) == 0
+    recorded = json.loads((tmp_path / "spt" / "results.json").read_text())["compute"]["flops_per_step"]
+    estimate = estimate_phase(load_recipe("cpu/listops-s4-spt.yaml", {"max_steps": 2}, phase="spt"), "spt")
+    assert estimate.length <= 120 and "generated examples" in estimate.length_source
+    assert estimate.train_flops / estimate.optimizer_steps == pytest.approx(recorded, rel=0.1)
+
+
+@pytest.mark.parametrize(
+    "values, length, why",
+    [
+        ({}, 2048, "the task's maximum (its data is not read: an upper bound)"),
+        ({"max_length": 300}, 300, "the recipe's max_length"),
+        (
+            {"generate_data": {"num_train": 8, "num_val": 1, "num_test": 1, "min_length": 5, "max_length": 30}},
+            30,
+            "generated",
+        ),
+        ({"max_length": 20, "generate_data": {"num_train": 8, "num_val": 1, "num_test": 1}}, 20, "generated"),
+    ],
+)
+def test_the_measured_length_is_the_datas(tmp_path, values, length, why):
+    recipe = tiny_recipe(tmp_path, "spt_s4", **{"max_length": None, **values})
+    measured_length, reason = data_length(recipe, estimate_task(recipe).spec)
+    assert why in reason and (measured_length == length if why != "generated" else 2 < measured_length <= length)
+
+
+@pytest.mark.parametrize("lengths, batch, expected", [([1, 2, 3], 1, 2.0), ([1, 2, 3], 2, 8 / 3), ([1, 2, 3], 5, 3.0)])
+def test_expected_longest_of_a_batch(lengths, batch, expected):
+    assert expected_longest(lengths, batch) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    "value, text", [(0.0, "0"), (0.004, "< 0.01"), (0.0163, "0.0163"), (2.5, "2.5"), (80.0, "80"), (1234.5, "1,234")]
+)
+def test_numbers_keep_significant_digits(value, text):
+    assert significant(value) == text
+
+
+def test_counts_are_singular_for_one():
+    assert (counted(1, "phase"), counted(2, "phase"), counted(0, "phase")) == ("1 phase", "2 phases", "0 phases")
