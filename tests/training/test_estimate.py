@@ -377,7 +377,8 @@ def test_compare_dry_run_estimates_the_plan_once_per_model(tmp_path, capsys, mon
     monkeypatch.setattr(estimate, "measure_phase", lambda *a, **k: calls.append(a[1]) or original(*a, **k))
     argv = ["compare", "--tasks", "digits", "--architectures", "s4", "--seeds", "0", "1", "--recipes_dir", "cpu"]
     assert main([*argv, "--output_dir", str(tmp_path / "runs"), "--dry_run", "--estimate"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "(1 model)" in err and "(2 models)" in err
     assert "Total: 6 phases" in out and "A100 GPU-hours" in out and "Largest phase:" in out
     assert sorted(calls) == ["finetune", "spt"]  # two seeds, finetune and scratch: one measurement per model
     assert not (tmp_path / "runs" / "digits").exists()
