@@ -263,19 +263,27 @@ def test_epochs_become_steps_with_the_task_size(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "task, validation_from, num_train_examples, train_fraction, expected",
+    "task, validation_from, num_train_examples, train_fraction, generated, expected",
     [
-        ("listops", "train", None, None, 96_000),  # the LRA release's own split: nothing carved
-        ("text", "train", None, None, 22_500),  # IMDb less the 10% carved for validation
-        ("text", "test", None, None, 25_000),  # validation from test: the carved part stays in train
-        ("image", "test", None, 0.5, 25_000),
-        ("pathx", "train", 1_000, None, 1_000),  # the recipe's own size wins
-        ("digits", "train", None, None, None),  # size unknown: steps need max_steps
+        ("listops", "train", None, None, {}, 96_000),  # the LRA release's own split: nothing carved
+        ("text", "train", None, None, {}, 22_500),  # IMDb less the 10% carved for validation
+        ("text", "test", None, None, {}, 25_000),  # validation from test: the carved part stays in train
+        ("image", "test", None, 0.5, {}, 25_000),
+        ("pathx", "train", 1_000, None, {}, 1_000),  # the recipe's own size wins
+        ("digits", "train", None, None, {}, None),  # size unknown: steps need max_steps
+        ("listops", "train", None, None, {"num_train": 2_000}, 2_000),  # the generated training split
+        ("listops", "train", None, 0.5, {"num_train": 2_000}, 1_000),
     ],
 )
-def test_train_examples_come_from_the_task_spec(task, validation_from, num_train_examples, train_fraction, expected):
+def test_train_examples_come_from_the_task_spec(
+    task, validation_from, num_train_examples, train_fraction, generated, expected
+):
     data = SimpleNamespace(
-        validation_from=validation_from, num_train_examples=num_train_examples, train_fraction=train_fraction
+        validation_from=validation_from,
+        num_train_examples=num_train_examples,
+        train_fraction=train_fraction,
+        data_dir=None,
+        generate_data=generated,
     )
     assert train_examples(SimpleNamespace(data=data), get_task_spec(task)) == expected
 

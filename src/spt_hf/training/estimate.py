@@ -167,7 +167,7 @@ def data_length(recipe: Recipe, spec: TaskSpec) -> tuple[int, str]:
     data = recipe.data
     if backbone_tokenizer_source(recipe) is not None:
         return spec.max_length, "the task's maximum in the backbone's tokens"
-    if data.data_dir is not None or not data.generate_data:
+    if not generates_data(recipe):
         if data.max_length is not None:
             return spec.max_length, "the recipe's max_length"
         return spec.max_length, "the task's maximum (its data is not read: an upper bound)"
@@ -196,12 +196,21 @@ def measure_phase(recipe: Recipe, phase: str, max_measure_length: int | None = N
     return task, model, step, why
 
 
+def generates_data(recipe: Recipe) -> bool:
+    """Whether the phase trains on data its recipe generates (`generate_data`, no `data_dir`), as `load_task_data`."""
+    return recipe.data.data_dir is None and bool(recipe.data.generate_data)
+
+
 def train_examples(recipe: Recipe, spec: TaskSpec) -> int | None:
-    """The phase's training examples: the recipe's `num_train_examples`, else the task's published ones as the recipe
-    splits them (`TaskSpec.train_examples`) times its `train_fraction`; None where the task's size is unknown."""
+    """The phase's training examples: the recipe's `num_train_examples`, else the generated training split's or the
+    task's published ones as the recipe splits them (`TaskSpec.train_examples`), times its `train_fraction`; None
+    where the task's size is unknown."""
     if recipe.data.num_train_examples is not None:
         return recipe.data.num_train_examples
-    total = spec.train_examples(recipe.data.validation_from)
+    if generates_data(recipe):
+        total = recipe.data.generate_data.get("num_train")
+    else:
+        total = spec.train_examples(recipe.data.validation_from)
     if total is None:
         return None
     if recipe.data.train_fraction is not None:
