@@ -424,7 +424,7 @@ def test_a_generated_task_is_estimated_at_the_length_a_real_step_has(tmp_path):
 @pytest.mark.parametrize(
     "values, length, why",
     [
-        ({}, 2048, "the task's maximum (its data is not read: an upper bound)"),
+        ({}, 2048, "the task's maximum (its data is not read; an upper bound where lengths vary)"),
         ({"max_length": 300}, 300, "the recipe's max_length"),
         (
             {"generate_data": {"num_train": 8, "num_val": 1, "num_test": 1, "min_length": 5, "max_length": 30}},

@@ -170,7 +170,7 @@ def data_length(recipe: Recipe, spec: TaskSpec) -> tuple[int, str]:
     if not generates_data(recipe):
         if data.max_length is not None:
             return spec.max_length, "the recipe's max_length"
-        return spec.max_length, "the task's maximum (its data is not read: an upper bound)"
+        return spec.max_length, "the task's maximum (its data is not read; an upper bound where lengths vary)"
     options = {k: v for k, v in data.generate_data.items() if k not in ("num_train", "num_val", "num_test", "seed")}
     drawn = generated_lengths(data.task, LENGTH_SAMPLE, seed=data.generate_data.get("seed", 0), **options)
     end = 1 if getattr(spec, "append_eos", False) else 0  # the reader's end token
