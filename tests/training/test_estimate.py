@@ -18,7 +18,9 @@ from spt_hf.data import (
     ClassificationCollator,
     MaskedSPTCollator,
     RetrievalCollator,
+    generate_data,
     get_task_spec,
+    load_task,
 )
 from spt_hf.modeling.cauchy import paired_cauchy
 from spt_hf.modeling.ssm import fft_conv
@@ -438,6 +440,19 @@ def test_the_measured_length_is_the_datas(tmp_path, values, length, why):
     recipe = tiny_recipe(tmp_path, "spt_s4", **{"max_length": None, **values})
     measured_length, reason = data_length(recipe, estimate_task(recipe).spec)
     assert why in reason and (measured_length == length if why != "generated" else 2 < measured_length <= length)
+
+
+def test_a_task_on_disk_is_measured_at_its_cached_lengths(tmp_path, monkeypatch):
+    """Once `load_task` has cached a `data_dir` task, its training examples' lengths are cheap to read: the estimate
+    takes them; before, it reads no data and takes the task's maximum."""
+    monkeypatch.setenv("SPT_HF_CACHE", str(tmp_path / "cache"))
+    data_dir = generate_data("listops", tmp_path / "data", 40, 8, 8, min_length=5, max_length=30)
+    recipe = tiny_recipe(tmp_path, "spt_s4", max_length=None, data_dir=str(data_dir))
+    spec = estimate_task(recipe).spec
+    assert data_length(recipe, spec)[0] == 2048
+    load_task("listops", data_dir)
+    length, why = data_length(recipe, spec)
+    assert "training examples in the task's cache" in why and 5 < length <= 30
 
 
 @pytest.mark.parametrize("lengths, batch, expected", [([1, 2, 3], 1, 2.0), ([1, 2, 3], 2, 8 / 3), ([1, 2, 3], 5, 3.0)])

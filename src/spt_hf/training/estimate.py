@@ -14,8 +14,9 @@ optimiser steps are the recipe's `max_steps`, or its epochs over the task's trai
 
 The length: the collator pads each batch to its longest example. A generated task's (the CPU recipes'
 `generate_data`) is the expected longest of a per-device batch of the generator's examples, drawn without writing
-any; any other task's is its maximum, the recipe's `max_length` where it sets one (an upper bound: the data is not
-read, which for LRA's tasks takes minutes). The output says which length each phase was measured at, and why.
+any; a `data_dir` task's that `load_task` has cached, the same from its cached training examples; any other task's
+is its maximum, the recipe's `max_length` where it sets one (an upper bound: the data is not read, which for LRA's
+tasks takes minutes). The output says which length each phase was measured at, and why.
 
 Every phase is measured at that length unless asked otherwise: with `max_measure_length`, longer ones are
 measured at three shorter lengths instead (that length, its half and quarter) and extrapolated with `b + a·L + c·L²`
@@ -28,11 +29,15 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import datasets
+import numpy as np
+import pyarrow.compute as pc
 import torch
 
 from ..data import get_task_spec
 from ..data.generators import generated_lengths
-from ..data.spec import Normalization, TaskSpec
+from ..data.loading import cache_path
+from ..data.spec import DataFormatError, Normalization, TaskSpec
 from ..phases import PHASE_COMMANDS
 from .arguments import Recipe
 from .measure import fit_length, measure_step
@@ -167,17 +172,39 @@ def data_length(recipe: Recipe, spec: TaskSpec) -> tuple[int, str]:
     data = recipe.data
     if backbone_tokenizer_source(recipe) is not None:
         return spec.max_length, "the task's maximum in the backbone's tokens"
-    if not generates_data(recipe):
+    if generates_data(recipe):
+        options = {k: v for k, v in data.generate_data.items() if k not in ("num_train", "num_val", "num_test", "seed")}
+        drawn = generated_lengths(data.task, LENGTH_SAMPLE, seed=data.generate_data.get("seed", 0), **options)
+        end = 1 if getattr(spec, "append_eos", False) else 0  # the reader's end token
+        lengths, source = [n + end for n in drawn], "generated examples"
+    else:
+        lengths, source = cached_train_lengths(recipe, spec), "training examples in the task's cache"
+    if lengths is None:
         if data.max_length is not None:
             return spec.max_length, "the recipe's max_length"
         return spec.max_length, "the task's maximum (its data is not read; an upper bound where lengths vary)"
-    options = {k: v for k, v in data.generate_data.items() if k not in ("num_train", "num_val", "num_test", "seed")}
-    drawn = generated_lengths(data.task, LENGTH_SAMPLE, seed=data.generate_data.get("seed", 0), **options)
-    end = 1 if getattr(spec, "append_eos", False) else 0  # the reader's end token
-    lengths = sorted(min(n + end, spec.max_length) for n in drawn)
+    lengths = sorted(min(n, spec.max_length) for n in lengths)
     batch = recipe.training.per_device_train_batch_size
     longest = math.ceil(expected_longest(lengths, batch))
-    return longest, f"the expected longest of {batch} generated examples, as batches are padded (longest {lengths[-1]})"
+    return longest, f"the expected longest of {batch} {source}, as batches are padded (longest {lengths[-1]})"
+
+
+def cached_train_lengths(recipe: Recipe, spec: TaskSpec) -> list[int] | None:
+    """The lengths of a `data_dir` task's raw training examples where `load_task` has cached them (read from the
+    Arrow columns in a second); None where it has not: building the cache reads the whole data."""
+    if recipe.data.data_dir is None:
+        return None
+    try:
+        folder = cache_path(spec, spec.locate(recipe.data.data_dir))
+    except (OSError, DataFormatError):  # the run reports a missing or malformed data_dir; the estimate needs none
+        return None
+    if not (folder / "dataset_dict.json").is_file():
+        return None
+    raw = datasets.load_from_disk(str(folder))
+    split = raw["pool"] if "pool" in raw else raw["train"]  # a pool is divided into the splits at load time
+    columns = [name for name in ("input_ids", "input_ids_2", "input_values") if name in split.column_names]
+    steps = [pc.list_value_length(split.data.table.column(name)).to_numpy() for name in columns]
+    return (np.maximum.reduce(steps) // (spec.num_channels if "input_values" in columns else 1)).tolist()
 
 
 def measure_phase(recipe: Recipe, phase: str, max_measure_length: int | None = None, device: str | None = None):
@@ -237,7 +264,7 @@ def _measured(recipe: Recipe, phase: str, max_measure_length: int | None, device
     key = (kind, recipe.data.task, repr(sorted(recipe.data.task_options.items())), recipe.data.max_length)
     key += (repr(sorted((k, repr(v)) for k, v in recipe.model_config.items())), recipe.spt.objective)
     key += (bool(recipe.training.gradient_checkpointing), recipe.spt.packed_sequences)
-    key += (recipe.data.data_dir is None, repr(sorted(recipe.data.generate_data.items())))  # the data's length
+    key += (recipe.data.data_dir, repr(sorted(recipe.data.generate_data.items())))  # the length of its data
     key += (recipe.training.per_device_train_batch_size,)
     if measured is not None and key in measured:
         return measured[key]
