@@ -455,6 +455,16 @@ def test_a_task_on_disk_is_measured_at_its_cached_lengths(tmp_path, monkeypatch)
     assert "training examples in the task's cache" in why and 5 < length <= 30
 
 
+def test_generated_lengths_are_those_the_generators_write():
+    from spt_hf.data.generators import generated_lengths
+
+    trees = generated_lengths("listops", 64, min_length=5, max_length=30, max_depth=4)
+    assert len(trees) == 64 and all(5 < n < 30 for n in trees)
+    assert generated_lengths("pathfinder", 2, resolution=16, workers=1) == [256, 256]
+    with pytest.raises(ValueError, match="Unknown listops generator option"):
+        generated_lengths("listops", 1, resolution=16)
+
+
 @pytest.mark.parametrize("lengths, batch, expected", [([1, 2, 3], 1, 2.0), ([1, 2, 3], 2, 8 / 3), ([1, 2, 3], 5, 3.0)])
 def test_expected_longest_of_a_batch(lengths, batch, expected):
     assert expected_longest(lengths, batch) == pytest.approx(expected)
