@@ -376,8 +376,14 @@ def format_estimates(estimates: list[PhaseEstimate], utilisation: float = DEFAUL
         f"Largest phase: {largest.recipe} ({largest.phase}), {largest.train_flops:.3g} FLOPs, "
         f"{significant(largest.gpu_hours('A100', utilisation=utilisation))} A100 GPU-hours.",
     ]
+    return "\n".join(lines + notes(estimates))
+
+
+def notes(estimates: list[PhaseEstimate]) -> list[str]:
+    """The lines under the totals: the length each task was measured at and why, the phases that do not fit and
+    those extrapolated in length."""
     lengths = {f"{e.task} at {e.length}, {e.length_source}" for e in estimates}
-    lines.append("Lengths: " + "; ".join(sorted(lengths)) + ".")
+    lines = ["Lengths: " + "; ".join(sorted(lengths)) + "."]
     unfit = [e for e in estimates if not e.fits]
     if unfit:
         verb = "does" if len(unfit) == 1 else "do"
@@ -394,4 +400,4 @@ def format_estimates(estimates: list[PhaseEstimate], utilisation: float = DEFAUL
             f"Extrapolated in length (b + a·L + c·L² through three shorter measured steps): "
             f"{counted(len(extrapolated), 'phase')}, of {names}."
         )
-    return "\n".join(lines)
+    return lines
