@@ -353,3 +353,31 @@ def test_compare_refuses_an_unknown_key_of_its_yaml(tmp_path):
     args, rest = build_parser().parse_known_args(["compare", "--config", str(config)])
     with pytest.raises(ValueError, match=r"Unknown comparison key\(s\) \['seed'\]"):
         spec_values(args, rest, CompareSpec.__dataclass_fields__)
+
+
+@pytest.mark.parametrize(
+    "option, value, expected",
+    [
+        ("--device_memory_gb", "-5", "a positive number such as 80; got '-5'"),
+        ("--device_memory_gb", "0", "a positive number such as 80; got '0'"),
+        ("--device_memory_gb", "nan", "a positive number such as 80; got 'nan'"),
+        ("--device_memory_gb", "inf", "a positive number such as 80; got 'inf'"),
+        ("--max_measure_length", "0", "of at least 16 (measured at it, its half and quarter), such as 1024; got '0'"),
+        ("--max_measure_length", "2", "of at least 16 (measured at it, its half and quarter), such as 1024; got '2'"),
+    ],
+)
+@pytest.mark.parametrize("command", [["estimate"], ["spt", "--dry_run"], ["run", "--dry_run"]])
+def test_estimate_options_out_of_range_are_refused_in_one_line(capsys, command, option, value, expected):
+    with pytest.raises(SystemExit) as exit_:
+        cli_main([*command, "--config", "cpu/listops-s4-spt.yaml", option, value])
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert exit_.value.code == 2 and len(errors) == 1 and expected in errors[0] and option in errors[0]
+
+
+def test_run_dry_run_estimates_both_phases_and_the_baseline(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = ["run", "--config", "cpu/listops-s4-spt.yaml", "--dry_run", "--with_scratch", "--max_steps", "3"]
+    assert cli_main([*argv, "--output_dir", "out"]) == 0
+    out = capsys.readouterr().out
+    assert "| spt |" in out and "| finetune |" in out and "| scratch |" in out and "Total: 3 phases" in out
+    assert out.count("| 3 | 32 x 1 |") == 3 and list(tmp_path.iterdir()) == []

@@ -1,6 +1,7 @@
 """The estimate of a phase's cost: measured steps, their scaling in batch and length, the verdict and the CLI."""
 
 import dataclasses
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -17,12 +18,24 @@ from spt_hf.data import (
     ClassificationCollator,
     MaskedSPTCollator,
     RetrievalCollator,
+    generate_data,
     get_task_spec,
+    load_task,
 )
 from spt_hf.modeling.cauchy import paired_cauchy
 from spt_hf.modeling.ssm import fft_conv
 from spt_hf.training.compute import count_step_flops, phase_compute
-from spt_hf.training.estimate import GIB, PhaseEstimate, estimate_phase, estimate_task, train_examples
+from spt_hf.training.estimate import (
+    GIB,
+    PhaseEstimate,
+    counted,
+    data_length,
+    estimate_phase,
+    estimate_task,
+    expected_longest,
+    significant,
+    train_examples,
+)
 from spt_hf.training.flops import flop_counter
 from spt_hf.training.measure import (
     PRODUCTS,
@@ -252,19 +265,27 @@ def test_epochs_become_steps_with_the_task_size(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "task, validation_from, num_train_examples, train_fraction, expected",
+    "task, validation_from, num_train_examples, train_fraction, generated, expected",
     [
-        ("listops", "train", None, None, 96_000),  # the LRA release's own split: nothing carved
-        ("text", "train", None, None, 22_500),  # IMDb less the 10% carved for validation
-        ("text", "test", None, None, 25_000),  # validation from test: the carved part stays in train
-        ("image", "test", None, 0.5, 25_000),
-        ("pathx", "train", 1_000, None, 1_000),  # the recipe's own size wins
-        ("digits", "train", None, None, None),  # size unknown: steps need max_steps
+        ("listops", "train", None, None, {}, 96_000),  # the LRA release's own split: nothing carved
+        ("text", "train", None, None, {}, 22_500),  # IMDb less the 10% carved for validation
+        ("text", "test", None, None, {}, 25_000),  # validation from test: the carved part stays in train
+        ("image", "test", None, 0.5, {}, 25_000),
+        ("pathx", "train", 1_000, None, {}, 1_000),  # the recipe's own size wins
+        ("digits", "train", None, None, {}, None),  # size unknown: steps need max_steps
+        ("listops", "train", None, None, {"num_train": 2_000}, 2_000),  # the generated training split
+        ("listops", "train", None, 0.5, {"num_train": 2_000}, 1_000),
     ],
 )
-def test_train_examples_come_from_the_task_spec(task, validation_from, num_train_examples, train_fraction, expected):
+def test_train_examples_come_from_the_task_spec(
+    task, validation_from, num_train_examples, train_fraction, generated, expected
+):
     data = SimpleNamespace(
-        validation_from=validation_from, num_train_examples=num_train_examples, train_fraction=train_fraction
+        validation_from=validation_from,
+        num_train_examples=num_train_examples,
+        train_fraction=train_fraction,
+        data_dir=None,
+        generate_data=generated,
     )
     assert train_examples(SimpleNamespace(data=data), get_task_spec(task)) == expected
 
@@ -349,10 +370,12 @@ def test_cli_estimate_and_dry_run(tmp_path, capsys):
     recipe = tiny_recipe(tmp_path, "spt_s4")
     assert main(["estimate", "--config", recipe.source, "--device-memory-gb", "40"]) == 0
     out = capsys.readouterr().out
-    assert "measured on cpu" in out and "A100 GPU-hours" in out and "| spt |" in out and "of 40 GB" in out
+    assert "measured on cpu" in out and "A100 GPU-hours" in out and "| spt |" in out and "of 40 GiB" in out
+    assert " GB" not in out and "0.0 " not in out and "Total: 1 phase," in out
     assert main(["spt", "--config", recipe.source, "--dry-run", "--max-measure-length", "512"]) == 0
     out = capsys.readouterr().out
-    assert "extrapolated from 128, 256, 512" in out and "1 phase(s), of listops (1024): spt_s4." in out
+    assert "extrapolated from 128, 256, 512" in out and "1 phase, of listops (1024): spt_s4." in out
+    assert "Lengths: listops at 1024, the recipe's max_length." in out
     assert not (tmp_path / "run").exists()  # nothing trained, nothing written
 
 
@@ -364,7 +387,8 @@ def test_compare_dry_run_estimates_the_plan_once_per_model(tmp_path, capsys, mon
     monkeypatch.setattr(estimate, "measure_phase", lambda *a, **k: calls.append(a[1]) or original(*a, **k))
     argv = ["compare", "--tasks", "digits", "--architectures", "s4", "--seeds", "0", "1", "--recipes_dir", "cpu"]
     assert main([*argv, "--output_dir", str(tmp_path / "runs"), "--dry_run", "--estimate"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "(1 model)" in err and "(2 models)" in err
     assert "Total: 6 phases" in out and "A100 GPU-hours" in out and "Largest phase:" in out
     assert sorted(calls) == ["finetune", "spt"]  # two seeds, finetune and scratch: one measurement per model
     assert not (tmp_path / "runs" / "digits").exists()
@@ -387,3 +411,71 @@ def test_a_task_read_through_a_backbone_tokenizer_is_estimated_at_its_longest(tm
     pieces = max(len(ids) for ids in token_table(estimate_task(listops).spec, tokenizer).values())
     assert pieces >= 1 and spec.max_length == 2048 * pieces
     assert spec.input_kind == "tokens" and spec.vocab_size == len(tokenizer)
+
+
+def test_a_generated_task_is_estimated_at_the_length_a_real_step_has(tmp_path):
+    """The CPU ListOps recipe generates trees of at most 120 symbols (the task's maximum is 2,048): the estimate's
+    FLOPs per step are within 10 % of the `compute` that a real 2-step run of the recipe records."""
+    assert main(["spt", "--config", "cpu/listops-s4-spt.yaml", "--max_steps", "2", "--output_dir", str(tmp_path)]) == 0
+    recorded = json.loads((tmp_path / "spt" / "results.json").read_text())["compute"]["flops_per_step"]
+    estimate = estimate_phase(load_recipe("cpu/listops-s4-spt.yaml", {"max_steps": 2}, phase="spt"), "spt")
+    assert estimate.length <= 120 and "generated examples" in estimate.length_source
+    assert estimate.train_flops / estimate.optimizer_steps == pytest.approx(recorded, rel=0.1)
+
+
+@pytest.mark.parametrize(
+    "values, length, why",
+    [
+        ({}, 2048, "the task's maximum (its data is not read; an upper bound where lengths vary)"),
+        ({"max_length": 300}, 300, "the recipe's max_length"),
+        (
+            {"generate_data": {"num_train": 8, "num_val": 1, "num_test": 1, "min_length": 5, "max_length": 30}},
+            30,
+            "generated",
+        ),
+        ({"max_length": 20, "generate_data": {"num_train": 8, "num_val": 1, "num_test": 1}}, 20, "generated"),
+    ],
+)
+def test_the_measured_length_is_the_datas(tmp_path, values, length, why):
+    recipe = tiny_recipe(tmp_path, "spt_s4", **{"max_length": None, **values})
+    measured_length, reason = data_length(recipe, estimate_task(recipe).spec)
+    assert why in reason and (measured_length == length if why != "generated" else 2 < measured_length <= length)
+
+
+def test_a_task_on_disk_is_measured_at_its_cached_lengths(tmp_path, monkeypatch):
+    """Once `load_task` has cached a `data_dir` task, its training examples' lengths are cheap to read: the estimate
+    takes them; before, it reads no data and takes the task's maximum."""
+    monkeypatch.setenv("SPT_HF_CACHE", str(tmp_path / "cache"))
+    data_dir = generate_data("listops", tmp_path / "data", 40, 8, 8, min_length=5, max_length=30)
+    recipe = tiny_recipe(tmp_path, "spt_s4", max_length=None, data_dir=str(data_dir))
+    spec = estimate_task(recipe).spec
+    assert data_length(recipe, spec)[0] == 2048
+    load_task("listops", data_dir)
+    length, why = data_length(recipe, spec)
+    assert "training examples in the task's cache" in why and 5 < length <= 30
+
+
+def test_generated_lengths_are_those_the_generators_write():
+    from spt_hf.data.generators import generated_lengths
+
+    trees = generated_lengths("listops", 64, min_length=5, max_length=30, max_depth=4)
+    assert len(trees) == 64 and all(5 < n < 30 for n in trees)
+    assert generated_lengths("pathfinder", 2, resolution=16, workers=1) == [256, 256]
+    with pytest.raises(ValueError, match="Unknown listops generator option"):
+        generated_lengths("listops", 1, resolution=16)
+
+
+@pytest.mark.parametrize("lengths, batch, expected", [([1, 2, 3], 1, 2.0), ([1, 2, 3], 2, 8 / 3), ([1, 2, 3], 5, 3.0)])
+def test_expected_longest_of_a_batch(lengths, batch, expected):
+    assert expected_longest(lengths, batch) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    "value, text", [(0.0, "0"), (0.004, "< 0.01"), (0.0163, "0.0163"), (2.5, "2.5"), (80.0, "80"), (1234.5, "1,234")]
+)
+def test_numbers_keep_significant_digits(value, text):
+    assert significant(value) == text
+
+
+def test_counts_are_singular_for_one():
+    assert (counted(1, "phase"), counted(2, "phase"), counted(0, "phase")) == ("1 phase", "2 phases", "0 phases")

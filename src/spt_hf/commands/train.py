@@ -4,8 +4,8 @@ estimated). Their `--help` lists every recipe key, in groups: transformers' HfAr
 
 import argparse
 
-from ..phases import FINETUNE_PHASE, SPT_PHASE
-from .estimate import add_estimate_options, print_estimate
+from ..phases import BASELINE_PHASE, FINETUNE_PHASE, SPT_PHASE
+from .estimate import add_estimate_options, print_estimate, print_estimates
 from .options import add_command, spellings
 
 COMMANDS = (
@@ -46,8 +46,8 @@ def add_options(parser: argparse.ArgumentParser, name: str) -> None:
             *spellings("--finetune_config"), metavar="RECIPE.yaml", help="default: <name>-finetune.yaml"
         )
         parser.add_argument(*spellings("--with_scratch"), action="store_true", help="also train the scratch baseline")
-    else:
-        add_estimate_options(parser, "--dry_run", "estimate the phase (memory, FLOPs, steps) and train nothing")
+    phases = "both phases (and the baseline with --with_scratch)" if name == "run" else "the phase"
+    add_estimate_options(parser, "--dry_run", f"estimate {phases} (memory, FLOPs, steps) and train nothing")
 
 
 def train_command(args, rest: list[str]) -> int:
@@ -69,7 +69,7 @@ def train_command(args, rest: list[str]) -> int:
 
     SaveOnSignal.catch_early()  # a Slurm job's time-limit signal: save a checkpoint and stop, never die unsaved
 
-    if getattr(args, "dry_run", False):
+    if args.dry_run and args.command != "run":
         phase = SPT_PHASE if args.command == "spt" else FINETUNE_PHASE
         return print_estimate(load_recipe(args.config, overrides, phase=phase), args, phase)
     if args.command == "spt":
@@ -84,9 +84,21 @@ def train_command(args, rest: list[str]) -> int:
         finetune_overrides = {k: v for k, v in overrides.items() if k not in SPT_PHASE_SWITCHES}
         finetune_recipe = load_recipe(finetune_path, finetune_overrides, phase=FINETUNE_PHASE)
         pipeline.refuse_ignored_max_steps(spt_recipe, overrides)
+        if args.dry_run:
+            return print_estimates(run_phases(spt_recipe, finetune_recipe, args.with_scratch), args)
         result = pipeline.run(spt_recipe, finetune_recipe, args.with_scratch)
         print(report([result["run_dir"]]))
     return 0
+
+
+def run_phases(spt_recipe, finetune_recipe, with_scratch: bool) -> list:
+    """The (recipe, phase) pairs that `spt-hf run` trains, each with the steps `pipeline.run` gives it."""
+    from ..training.pipeline import phase_budgets, with_phase
+
+    budgets, root = phase_budgets(spt_recipe, finetune_recipe), spt_recipe.training.output_dir
+    phases = [(spt_recipe, SPT_PHASE), (finetune_recipe, FINETUNE_PHASE)]
+    phases += [(finetune_recipe, BASELINE_PHASE)] if with_scratch else []
+    return [(with_phase(recipe, root, budgets[phase]), phase) for recipe, phase in phases]
 
 
 def sibling_recipes(config: str, finetune_config: str | None) -> tuple[str, str]:

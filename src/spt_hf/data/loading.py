@@ -75,10 +75,16 @@ def _generate(gen: Any, spec: TaskSpec, build_dir: Path, fingerprint: str, what:
         raise
 
 
+def cache_path(spec: TaskSpec, source: Source, cache_dir: str | Path | None = None) -> Path:
+    """The folder of the raw splits of ``spec`` read from ``source`` (:func:`build_cached`), built or not."""
+    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    return root / f"{spec.name}-{cache_key(spec, source)}"
+
+
 def build_cached(spec: TaskSpec, source: Source, cache_dir: str | Path | None = None) -> datasets.DatasetDict:
     """The raw splits of ``spec`` from the cache, building and saving them first if needed."""
-    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-    final = root / f"{spec.name}-{cache_key(spec, source)}"
+    final = cache_path(spec, source, cache_dir)
+    root = final.parent
     if (final / "dataset_dict.json").is_file():
         return datasets.load_from_disk(str(final))
     root.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ import dataclasses
 import sys
 import time
 
-from .estimate import estimate_phase
+from .estimate import counted, estimate_phase
 
 
 def estimate_jobs(jobs, device_memory_gb: float = 80.0, max_measure_length: int | None = None):
@@ -23,7 +23,7 @@ def estimate_jobs(jobs, device_memory_gb: float = 80.0, max_measure_length: int 
             skipped[job.id] = str(error)
             continue
         if len(measured) > known:  # a model not measured before: say so, the measurements take a while on a CPU
-            seconds = time.perf_counter() - start
-            print(f"estimate: measured {job.id} in {seconds:.0f} s ({len(measured)} model(s))", file=sys.stderr)
+            seconds, models = time.perf_counter() - start, counted(len(measured), "model")
+            print(f"estimate: measured {job.id} in {seconds:.0f} s ({models})", file=sys.stderr)
         estimates.append(dataclasses.replace(estimate, recipe=f"{job.id}"))
     return estimates, skipped
