@@ -1,30 +1,46 @@
 """spt_hf: self-pretraining (SPT) of long-sequence models in the Hugging Face ecosystem.
 
 Importing the package registers every architecture with the transformers Auto classes (this is the one place that
-does so), so `AutoModelFor*.from_pretrained` works on spt_hf checkpoints without `trust_remote_code`.
+does so), so `AutoModelFor*.from_pretrained` works on spt_hf checkpoints without `trust_remote_code`. The one
+exception is the `spt-hf` command's own process, whose `--help` and argument errors must answer at once: there the
+registration (which imports torch and transformers' models) waits until the command runs (`cli.main` calls
+`register_auto_classes`) or a public name of the package is first read.
 """
 
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
-
-import transformers
-from transformers import AutoConfig
-
-from .auto import AutoModelForRetrieval
-from .modeling.architectures import ARCHITECTURES, MODEL_TYPES, model_classes
 
 __version__ = "0.1.0"
 
-_AUTO_CLASSES = {"AutoModelForRetrieval": AutoModelForRetrieval}  # the Auto classes transformers does not define
+# How the `spt-hf` command starts: `python -m spt_hf` (also `spt_hf.cli`, `spt_hf.__main__`), or the console script.
+COMMAND_MODULES = ("spt_hf", "spt_hf.cli", "spt_hf.__main__")
+COMMAND_SCRIPTS = ("spt-hf", "spt-hf.exe")
 
 
-def _register(config_cls, modeling_module) -> dict[str, type]:
+def started_as_the_command() -> bool:
+    """Whether this process is the `spt-hf` command importing its package: the console script (`sys.argv[0]` names
+    it), or `python -m spt_hf`, whose package runpy imports while `sys.argv[0]` is still "-m" (`sys.orig_argv` then
+    names the module)."""
+    if sys.argv[:1] == ["-m"]:
+        argv = sys.orig_argv
+        return "-m" in argv[:-1] and argv[argv.index("-m") + 1] in COMMAND_MODULES
+    return bool(sys.argv) and Path(sys.argv[0]).name in COMMAND_SCRIPTS
+
+
+def _register(config_cls, modeling_module, auto_classes: dict) -> dict[str, type]:
     """Register one architecture's config and heads with the Auto classes and for remote-code saving; returns its
     public classes by name."""
+    import transformers
+    from transformers import AutoConfig
+
+    from .modeling.architectures import model_classes
+
     AutoConfig.register(config_cls.model_type, config_cls, exist_ok=True)
     config_cls.register_for_auto_class()
     classes = {config_cls.__name__: config_cls}
     for auto_name, model_cls in model_classes(config_cls, modeling_module).items():
-        auto_cls = _AUTO_CLASSES.get(auto_name) or getattr(transformers, auto_name)
+        auto_cls = auto_classes.get(auto_name) or getattr(transformers, auto_name)
         auto_cls.register(config_cls, model_cls, exist_ok=True)
         # What `register_for_auto_class` sets; it refuses Auto classes that transformers does not define.
         model_cls._auto_class = auto_name
@@ -32,13 +48,35 @@ def _register(config_cls, modeling_module) -> dict[str, type]:
     return classes
 
 
-# Every architecture of modeling/architectures.py (the one list), registered and exported as `spt_hf.<Class>`.
-_EXPORTS = {}
-for _config_cls, _module in ARCHITECTURES:
-    _EXPORTS.update(_register(_config_cls, _module))
-globals().update(_EXPORTS)
+def register_auto_classes() -> None:
+    """Register every architecture of modeling/architectures.py (the one list) with the Auto classes and export its
+    classes as `spt_hf.<Class>`; once a process (later calls return at once)."""
+    if "_EXPORTS" in globals():
+        return
+    from .auto import AutoModelForRetrieval
+    from .modeling.architectures import ARCHITECTURES, MODEL_TYPES
 
-__all__ = ["AutoModelForRetrieval", "MODEL_TYPES", *_EXPORTS]
+    auto_classes = {"AutoModelForRetrieval": AutoModelForRetrieval}  # the Auto classes transformers does not define
+    exports = {}
+    for config_cls, module in ARCHITECTURES:
+        exports.update(_register(config_cls, module, auto_classes))
+    globals().update(exports, AutoModelForRetrieval=AutoModelForRetrieval, MODEL_TYPES=MODEL_TYPES)
+    globals()["__all__"] = ["AutoModelForRetrieval", "MODEL_TYPES", *exports]
+    globals()["_EXPORTS"] = exports
+
+
+def __getattr__(name: str):
+    """The public names (and `__all__`) of a package whose registration is still to come: registered on first read."""
+    if name.startswith("__") and name != "__all__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    register_auto_classes()
+    if name not in globals():
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return globals()[name]
+
+
+if not started_as_the_command():
+    register_auto_classes()
 
 if TYPE_CHECKING:
     # The classes `_EXPORTS` defines at run time, spelled out for static tools and IDEs as transformers does (never

@@ -23,6 +23,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from . import register_auto_classes
 from .commands import compare, demo, estimate, generate_data, push, recipes, report, train
 from .commands.options import DeclaredOnUse
 
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     debug = args.debug or os.environ.get("SPT_HF_DEBUG", "").lower() in ("1", "true", "yes")
     try:
+        register_auto_classes()  # deferred by the package in the command's own process, so that --help is quick
         return args.handler(args, rest) or 0
     except Exception as error:
         if debug or not is_user_error(error):

@@ -3,7 +3,10 @@
 positions. The fast path must give the loop's outputs and gradients (float64), and the switch must be a saved config
 value that the user can turn off."""
 
+import functools
+import importlib.util
 import json
+import logging
 
 import pytest
 import torch
@@ -92,3 +95,28 @@ def test_the_parallel_scan_gives_the_loops_outputs_and_gradients(model_type, mon
     for name, grad in slow_grads.items():
         assert grad is not None and grad.abs().max() > 0, name
         torch.testing.assert_close(fast_grads[name], grad, rtol=0, atol=atol, msg=name)
+
+
+@pytest.mark.parametrize("use_mambapy", [True, False])
+def test_the_cuda_kernel_notices_are_silent_exactly_while_the_parallel_scan_runs(use_mambapy, monkeypatch, request):
+    """With mambapy's scan in use, transformers' "install mamba_ssm / causal_conv1d" notices (CUDA-only packages)
+    are dropped; the loop path (use_mambapy=False) still shows them."""
+    pytest.importorskip("mambapy")
+    if importlib.util.find_spec("mamba_ssm"):
+        pytest.skip("mamba_ssm is installed: transformers uses its kernels and prints no notice")
+    from transformers.testing_utils import CaptureLogger
+    from transformers.utils import logging as hf_logging
+
+    from spt_hf.modeling.backbone_adapter import CUDA_KERNEL_NOTICES
+
+    monkeypatch.setattr(hf_logging, "warning_once", functools.lru_cache(None)(hf_logging.warning_once.__wrapped__))
+    monkeypatch.setattr(logging.Logger, "warning_once", hf_logging.warning_once)  # shown once per test, not process
+    model = AutoModelForMaskedLM.from_config(spt_config({**MAMBA_LIKE["mamba"], "use_mambapy": use_mambapy}))
+    inputs = make_inputs(model.config, batch=2, length=16)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_warning()  # tests/helpers.py keeps transformers to errors
+    request.addfinalizer(lambda: hf_logging.set_verbosity(verbosity))
+    with CaptureLogger(hf_logging.get_logger("transformers.integrations.hub_kernels")) as captured:
+        model.train()(**inputs)
+    shown = [notice for notice in CUDA_KERNEL_NOTICES if notice in captured.out]
+    assert shown == ([] if use_mambapy else list(CUDA_KERNEL_NOTICES))

@@ -3,6 +3,7 @@ traceback unless --debug or SPT_HF_DEBUG=1), and shows the traceback of internal
 
 import ast
 import json
+import os
 import re
 import subprocess
 import sys
@@ -268,11 +269,8 @@ def test_messages_print_options_in_the_canonical_underscored_spelling():
     assert not found
 
 
-LOADS_NO_TORCH = f"""
-import contextlib, io, sys, types
-package = types.ModuleType("spt_hf")  # the package without its __init__, which registers the models (torch)
-package.__path__ = [{str(PACKAGE)!r}]
-sys.modules["spt_hf"] = package
+LOADS_NO_TORCH = """
+import contextlib, io, sys
 from spt_hf.cli import build_parser
 for argv in ([], ["compare"], ["estimate"], ["report"], ["push"], ["recipes"], ["demo"]):
     with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
@@ -283,10 +281,15 @@ print(sorted(name for name in sys.modules if name.startswith(heavy)), args.handl
 """
 
 
-def test_the_parser_and_the_help_of_the_commands_load_no_torch():
+def test_the_parser_and_the_help_of_the_commands_load_no_torch(tmp_path):
     """The commands import torch, transformers and the training code in their handlers: building the parser and
-    printing the commands' help load none of them (generate-data declares its options when it is used)."""
-    done = subprocess.run([sys.executable, "-c", LOADS_NO_TORCH], capture_output=True, text=True, check=True)
+    printing the commands' help load none of them (generate-data declares its options when it is used). Run as the
+    command (a script named spt-hf), whose package import leaves the models' registration for later."""
+    (tmp_path / "spt-hf").write_text(LOADS_NO_TORCH)
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE.parent)}
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "spt-hf")], capture_output=True, text=True, check=True, env=env
+    )
     assert done.stdout.split() == ["[]", "spt_hf.commands.train"], done.stderr
 
 
@@ -381,3 +384,53 @@ def test_run_dry_run_estimates_both_phases_and_the_baseline(tmp_path, capsys, mo
     out = capsys.readouterr().out
     assert "| spt |" in out and "| finetune |" in out and "| scratch |" in out and "Total: 3 phases" in out
     assert out.count("| 3 | 32 x 1 |") == 3 and list(tmp_path.iterdir()) == []
+CONSOLE_SCRIPT = "import sys\nfrom spt_hf.cli import main\nsys.exit(main())\n"  # what pip writes as bin/spt-hf
+
+
+def imported_modules(argv: list[str], cwd: Path) -> tuple[int, set[str]]:
+    """The exit status of `python -X importtime ARGV` and the modules it imported (importtime's report)."""
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE.parent)}
+    done = subprocess.run([sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, cwd=cwd, env=env)
+    lines = [line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    return done.returncode, set(lines)
+
+
+@pytest.mark.parametrize(
+    "argv, status",
+    [
+        (["-m", "spt_hf", "--help"], 0),
+        (["-m", "spt_hf", "compare", "--help"], 0),
+        (["-m", "spt_hf", "no-such-command"], 2),
+        (["-m", "spt_hf", "compare", "--seeds", "x"], 2),
+        (["-m", "spt_hf.cli", "--help"], 0),
+        (["spt-hf", "--help"], 0),  # the console script
+    ],
+)
+def test_help_and_argument_errors_answer_without_importing_torch(argv, status, tmp_path):
+    """The package defers registering the models (torch, transformers' models: seconds) in the command's own
+    process until a command runs: --help and argument errors answer at once (benchmarks/bench_cli.py)."""
+    if argv[0] == "spt-hf":
+        (tmp_path / "spt-hf").write_text(CONSOLE_SCRIPT)
+    code, modules = imported_modules(argv, tmp_path)
+    assert code == status
+    assert "spt_hf.commands" in modules and not modules & {"torch", "transformers", "spt_hf.modeling"}
+
+
+REGISTERED = """
+import sys
+import spt_hf
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+before = "spt_s4" in CONFIG_MAPPING
+print(before, spt_hf.S4Config is CONFIG_MAPPING["spt_s4"], "spt_s4" in CONFIG_MAPPING)
+"""
+
+
+@pytest.mark.parametrize("as_command", [False, True])
+def test_importing_the_package_registers_the_models_except_in_the_commands_process(as_command, tmp_path):
+    """`import spt_hf` registers (the README's and the model cards' usage); in the command's process the first read of
+    a public name does, as `cli.main` does before a command runs."""
+    script = tmp_path / ("spt-hf" if as_command else "user_script.py")
+    script.write_text(REGISTERED)
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE.parent)}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert done.stdout.split() == [str(not as_command), "True", "True"], done.stderr[-2000:]

@@ -8,10 +8,13 @@ a final-norm name), and the arguments are read from the signature of the backbon
 
 import copy
 import inspect
+import logging
+from contextlib import contextmanager
 
 import torch
 from torch import nn
 from transformers import AutoModel, AutoModelForCausalLM, PreTrainedModel
+from transformers.utils.import_utils import is_mambapy_available
 
 from .configuration_backbone import WrapperConfig, backbone_checkpoint, backbone_direction
 
@@ -87,6 +90,30 @@ def length_multiple(backbone_config) -> int:
 # that a packed row equals its sequences run alone for each. Any other backbone refuses packed input: Mamba's scan,
 # BERT's and BigBird's masks and the reversed pass of a bidirectional decoder would let the sequences mix.
 PACKED_SEQUENCE_BACKBONES = ("llama", "gpt_neox", "qwen2")
+# transformers' notices that a Mamba kernel falls back to PyTorch because a CUDA-only package is missing: with
+# mambapy's parallel scan in use they ask for packages the fast path does not need (and a CPU cannot use).
+CUDA_KERNEL_NOTICES = ("because `mamba_ssm` is not installed", "because `causal_conv1d` is not installed")
+
+
+class _DropCudaKernelNotices(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(notice in message for notice in CUDA_KERNEL_NOTICES)
+
+
+_KERNEL_NOTICE_FILTER = _DropCudaKernelNotices()
+
+
+@contextmanager
+def cuda_kernel_notices_silenced():
+    """Within the block, transformers' CUDA_KERNEL_NOTICES are dropped. transformers shows each once a process
+    (`warning_once`), so a loop-scan model run later in the same process does not show them either."""
+    kernel_logger = logging.getLogger("transformers.integrations.hub_kernels")
+    kernel_logger.addFilter(_KERNEL_NOTICE_FILTER)
+    try:
+        yield
+    finally:
+        kernel_logger.removeFilter(_KERNEL_NOTICE_FILTER)
 
 
 class BackboneLayout:
@@ -119,6 +146,8 @@ class BackboneLayout:
         self.stateful = bool(type(model)._is_stateful)
         self.supports_gradient_checkpointing = bool(type(model).supports_gradient_checkpointing)
         self.length_multiple = length_multiple(config)
+        # mambapy's parallel scan runs (configuration_backbone.fast_path_defaults): no CUDA kernel is wanted
+        self.parallel_scan = bool(getattr(config, "use_mambapy", False)) and is_mambapy_available()
 
 
 def build_backbone_model(config: WrapperConfig) -> PreTrainedModel:

@@ -28,6 +28,7 @@ from .backbone_adapter import (
     PACKED_SEQUENCE_BACKBONES,
     BackboneLayout,
     build_backbone_model,
+    cuda_kernel_notices_silenced,
     load_pretrained_backbone,
 )
 from .blocks import SequenceEmbeddings, SequenceNorm
@@ -193,7 +194,11 @@ class WrapperModel(WrapperPreTrainedModel):
         if attentions and layout.records_attentions:
             kwargs["output_attentions"] = True
         per_layer = []
-        with capture_layer_outputs(model, layout.layers, per_layer) if capture else nullcontext():
+        quiet = layout.parallel_scan and not torch.compiler.is_compiling()  # a traced graph prints no notices
+        with (
+            capture_layer_outputs(model, layout.layers, per_layer) if capture else nullcontext(),
+            cuda_kernel_notices_silenced() if quiet else nullcontext(),
+        ):
             outputs = model(**kwargs)
         per_layer = [h[:, :length] for h in per_layer[: model.config.num_hidden_layers]]
         cache = getattr(outputs, "cache", None) if use_cache else None

@@ -8,6 +8,7 @@ The phases have one name each, used by the CLI, the recipe file, the run sub-fol
 """
 
 import dataclasses
+import logging
 from dataclasses import dataclass, field
 
 from transformers import HfArgumentParser, TrainingArguments
@@ -24,6 +25,26 @@ SPT_ONLY_KEYS = ("objective", "mask_rate", "span_length")
 # SPT switches that a finetuning phase refuses (with the reason) instead of ignoring: `spt-hf run` and `spt-hf compare`
 # give a command-line override of them to the SPT phase alone.
 SPT_PHASE_SWITCHES = ("packed_sequences",)
+# What transformers' TrainingArguments warns at each construction with `torch_compile` and no Ampere GPU; a phase
+# builds its arguments several times (recipe, output folder, model-selection metric), so it is shown once a process.
+COMPILE_NOTICE = "The speedups for torchdynamo mostly come with GPU Ampere or higher"
+
+
+class OncePerProcess(logging.Filter):
+    """Lets a record that starts with `prefix` through the first time only; other records pass."""
+
+    def __init__(self, prefix: str):
+        super().__init__()
+        self.prefix, self.shown = prefix, False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.getMessage().startswith(self.prefix):
+            return True
+        shown, self.shown = self.shown, True
+        return not shown
+
+
+logging.getLogger("transformers.training_args").addFilter(OncePerProcess(COMPILE_NOTICE))
 
 
 @dataclass
