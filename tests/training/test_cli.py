@@ -384,6 +384,8 @@ def test_run_dry_run_estimates_both_phases_and_the_baseline(tmp_path, capsys, mo
     out = capsys.readouterr().out
     assert "| spt |" in out and "| finetune |" in out and "| scratch |" in out and "Total: 3 phases" in out
     assert out.count("| 3 | 32 x 1 |") == 3 and list(tmp_path.iterdir()) == []
+
+
 CONSOLE_SCRIPT = "import sys\nfrom spt_hf.cli import main\nsys.exit(main())\n"  # what pip writes as bin/spt-hf
 
 
