@@ -336,3 +336,55 @@ def test_an_spt_switch_among_the_overrides_reaches_the_spt_phases_alone(tmp_path
     for phase in ("finetune", "scratch"):
         assert "packed_sequences" not in jobs[phase].overrides
         assert jobs[phase].load_recipe().spt.packed_sequences is False
+
+
+def test_a_local_recipes_folder_is_used_only_when_named_and_the_plan_says_where_recipes_come_from(
+    tmp_path, capsys, monkeypatch
+):
+    """A `recipes/` folder in the working directory (here an edited copy of the CPU pair, 7 steps) does not replace
+    the shipped paper recipes: without --recipes_dir the shipped ones are planned (and the digits pair, which is
+    among the CPU recipes only, is missing); named, the copy is planned; the plan's first line names the folder."""
+    from spt_hf.training.recipes import RECIPES_DIR
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "recipes").mkdir()
+    for phase in ("spt", "finetune"):
+        text = (RECIPES_DIR / "cpu" / f"digits-s4-{phase}.yaml").read_text()
+        (tmp_path / "recipes" / f"digits-s4-{phase}.yaml").write_text(text.replace("max_steps: 600", "max_steps: 7"))
+    argv = ["compare", "--tasks", "digits", "--architectures", "s4", "--seeds", "0", "--dry_run"]
+    assert cli_main(argv) == 1
+    assert "in the recipes shipped with spt_hf (recipes) (looked for" in capsys.readouterr().err
+    assert cli_main([*argv, "--recipes_dir", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Recipes: the recipes shipped with spt_hf (recipes/cpu).\n")
+    assert "| digits/s4/full/seed0/spt | scratch | new | 600 steps | cpu/digits-s4-spt.yaml |" in out
+    assert cli_main([*argv, "--recipes_dir", "recipes"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"Recipes: your folder recipes ({tmp_path.resolve() / 'recipes'}), not the shipped recipes.")
+    assert "| digits/s4/full/seed0/spt | scratch | new | 7 steps | recipes/digits-s4-spt.yaml |" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["recipes"]
+
+
+@pytest.mark.parametrize("seeds, shown", [(["-1"], "-1"), (["0", "4294967296"], "4294967296"), (["1", "-3"], "-3")])
+def test_a_seed_outside_numpys_range_is_refused_in_one_line_before_anything_is_written(
+    seeds, shown, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    argv = [
+        "compare",
+        "--tasks",
+        "digits",
+        "--architectures",
+        "s4",
+        "--recipes_dir",
+        "cpu",
+        "--dry_run",
+        "--seeds",
+        *seeds,
+    ]
+    assert cli_main(argv) == 1
+    error = capsys.readouterr().err.strip().splitlines()
+    assert (
+        error[0] == f"spt-hf compare: error: `seeds` holds {shown}; each seed must be an integer from 0 to 4294967295."
+    )
+    assert len(error) == 2 and not list(tmp_path.iterdir())  # (+ the --debug hint)
