@@ -388,3 +388,66 @@ def test_a_seed_outside_numpys_range_is_refused_in_one_line_before_anything_is_w
         error[0] == f"spt-hf compare: error: `seeds` holds {shown}; each seed must be an integer from 0 to 4294967295."
     )
     assert len(error) == 2 and not list(tmp_path.iterdir())  # (+ the --debug hint)
+
+
+# A phase long enough to be interrupted, with a checkpoint every 2 steps to resume from (DLR's recipes tie no budget).
+LONG_PHASE = {**{k: v for k, v in TINY.items() if k != "total_steps"}, "max_steps": 400, "save_steps": 2}
+
+
+def interrupted(words: list[str], checkpoint: Path, cwd: Path, resumed_in: Path | None = None) -> tuple[int, str]:
+    """`spt-hf WORDS` in a process of its own, sent SIGINT (to it alone) once `checkpoint` exists, or once
+    `resumed_in` says it resumed from one; its exit status and stderr."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "spt_hf", *words],
+        cwd=cwd,
+        env={**os.environ, "TQDM_DISABLE": "1"},  # (no progress bars on stderr, as in compare's phases)
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    while process.poll() is None and time.monotonic() < deadline:
+        log = resumed_in.read_text() if resumed_in is not None and resumed_in.exists() else ""
+        if (resumed_in is None and checkpoint.is_dir()) or "resuming spt from" in log:
+            break
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    return process.returncode, err
+
+
+def test_ctrl_c_on_compare_stops_its_running_phase_in_one_line_and_the_same_command_resumes(tmp_path):
+    """SIGINT to compare alone (no terminal sends it to the phase too): the running phase is interrupted, not left
+    to finish unseen; compare says in one line what it stopped and the command that resumes, exits 130; run again,
+    the phase resumes from its checkpoint."""
+    from spt_hf.training.run_folder import live_lock_owner
+
+    words = ["compare", "--tasks", "digits", "--architectures", "dlr", "--seeds", "0", "--recipes_dir", "cpu"]
+    words += ["--no_scratch", "--output_dir", "cmp", *[f"--{k}={v}" for k, v in LONG_PHASE.items()]]
+    run = tmp_path / "cmp" / "digits" / "dlr" / "full" / "seed0"
+    status, err = interrupted(words, run / "spt" / "checkpoint-2", tmp_path)
+    assert status == 130 and "Traceback" not in err, err
+    assert err.strip().splitlines() == [
+        "spt-hf compare: interrupted: stopped 1 running phase(s): digits/dlr/full/seed0/spt; the same command resumes "
+        f"from the last checkpoint: spt-hf {' '.join(words)}"
+    ]
+    assert live_lock_owner(run / "spt") is None  # the phase process is gone
+    assert (run / "logs" / "spt.log").read_text().strip().splitlines()[-1].startswith("spt-hf spt: interrupted: ")
+    status, err = interrupted(words, run / "spt" / "checkpoint-2", tmp_path, resumed_in=run / "logs" / "spt.log")
+    assert status == 130 and "Traceback" not in err, err
+
+
+def test_ctrl_c_on_a_phase_says_in_one_line_that_the_same_command_resumes_it(tmp_path):
+    words = ["spt", "--config", "cpu/digits-dlr-spt.yaml", "--output_dir", "run"]
+    words += [f"--{k}={v}" for k, v in LONG_PHASE.items()]
+    status, err = interrupted(words, tmp_path / "run" / "spt" / "checkpoint-2", tmp_path)
+    assert (
+        status == 130
+        and "Traceback" not in err
+        and err.strip().splitlines()[-1:]
+        == [
+            "spt-hf spt: interrupted: the phase stopped; the same command resumes from the last checkpoint: "
+            f"spt-hf {' '.join(words)}"
+        ]
+    )
