@@ -19,6 +19,7 @@ SPT_HF_DEBUG=1) shows the traceback. Internal errors always show it.
 
 import argparse
 import os
+import shlex
 import sys
 import traceback
 from pathlib import Path
@@ -26,6 +27,7 @@ from pathlib import Path
 from . import register_auto_classes
 from .commands import compare, demo, estimate, generate_data, push, recipes, report, train
 from .commands.options import DeclaredOnUse
+from .phases import PHASE_COMMANDS
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 USER_ERRORS = (
@@ -39,6 +41,8 @@ USER_ERRORS = (
     FloatingPointError,
     RuntimeError,
 )
+# The commands that an interrupt leaves resumable: the same command again goes on from the last checkpoints.
+RESUMABLE = ("spt", "finetune", "run", "compare", "demo")
 COMMANDS = (train, estimate, compare, report, push, generate_data, recipes, demo)  # as `spt-hf --help` lists them
 
 
@@ -52,12 +56,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         register_auto_classes()  # deferred by the package in the command's own process, so that --help is quick
         return args.handler(args, rest) or 0
+    except KeyboardInterrupt as interrupt:  # Ctrl-C: one line, no traceback (a second Ctrl-C here ends it anyway)
+        print(interrupted_line(args.command, argv, str(interrupt)), file=sys.stderr)
+        return 130
     except Exception as error:
         if debug or not is_user_error(error):
             raise
         print(f"spt-hf {args.command}: error: {error}", file=sys.stderr)
         print("(--debug or SPT_HF_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 1
+
+
+def interrupted_line(command: str, argv: list[str], stopped: str) -> str:
+    """What an interrupted command says: what stopped (`stopped`, from the command, e.g. compare's phases) and, for
+    the commands that resume (`RESUMABLE`), that the same command resumes, spelled out."""
+    if command not in RESUMABLE:
+        return f"spt-hf {command}: interrupted{': ' + stopped if stopped else ''}."
+    again = "spt-hf " + shlex.join(argv)
+    stopped = stopped or ("the phase stopped" if command in PHASE_COMMANDS.values() else "stopped")
+    return f"spt-hf {command}: interrupted: {stopped}; the same command resumes from the last checkpoint: {again}"
 
 
 def is_user_error(error: BaseException) -> bool:

@@ -28,6 +28,8 @@ from .training.recipes import RECIPES_DIR
 from .training.report import markdown_table
 from .training.rows import comparison_rows, find_results
 
+DEMO_RECIPES = RECIPES_DIR / "cpu"  # the shipped CPU recipes, whatever folders the working directory holds
+
 
 def run_demo(
     output_dir: str = "runs/demo",
@@ -38,15 +40,15 @@ def run_demo(
     start = time.perf_counter()
     for architecture in architectures:
         try:
-            task_recipe_pair("recipes/cpu", "digits", architecture)
+            task_recipe_pair(str(DEMO_RECIPES), "digits", architecture)
         except FileNotFoundError:
-            available = sorted(a for t, a in available_pairs(RECIPES_DIR / "cpu") if t == "digits")
+            available = sorted(a for t, a in available_pairs(DEMO_RECIPES) if t == "digits")
             raise ValueError(f"No demo recipe for {architecture!r}; available: {available}.") from None
     spec = CompareSpec(
         tasks=["digits"],
         architectures=list(architectures),
         seeds=list(seeds),
-        recipes_dir="recipes/cpu",
+        recipes_dir=str(DEMO_RECIPES),
         output_dir=output_dir,
         overrides=dict(overrides or {}),
         # one phase per core, at most the phases that can run at once (two per architecture and seed)

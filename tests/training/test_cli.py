@@ -436,3 +436,22 @@ def test_importing_the_package_registers_the_models_except_in_the_commands_proce
     env = {**os.environ, "PYTHONPATH": str(PACKAGE.parent)}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert done.stdout.split() == [str(not as_command), "True", "True"], done.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    "command, stopped, expected",
+    [
+        ("spt", "", "spt-hf spt: interrupted: the phase stopped; the same command resumes from the last checkpoint: "),
+        ("run", "", "spt-hf run: interrupted: stopped; the same command resumes from the last checkpoint: "),
+        ("compare", "stopped 1 running phase(s): t/a/full/seed0/spt", "spt-hf compare: interrupted: stopped 1 running"),
+        ("report", "", "spt-hf report: interrupted."),
+    ],
+)
+def test_an_interrupted_command_says_in_one_line_what_stopped_and_the_command_that_resumes(command, stopped, expected):
+    from spt_hf.cli import interrupted_line
+
+    argv = [command, "--config", "my recipe.yaml"]
+    line = interrupted_line(command, argv, stopped)
+    assert line.startswith(expected) and "\n" not in line
+    resumes = command != "report"
+    assert line.endswith(f": spt-hf {command} --config 'my recipe.yaml'") == resumes  # quoted as a shell takes it

@@ -336,3 +336,118 @@ def test_an_spt_switch_among_the_overrides_reaches_the_spt_phases_alone(tmp_path
     for phase in ("finetune", "scratch"):
         assert "packed_sequences" not in jobs[phase].overrides
         assert jobs[phase].load_recipe().spt.packed_sequences is False
+
+
+def test_a_local_recipes_folder_is_used_only_when_named_and_the_plan_says_where_recipes_come_from(
+    tmp_path, capsys, monkeypatch
+):
+    """A `recipes/` folder in the working directory (here an edited copy of the CPU pair, 7 steps) does not replace
+    the shipped paper recipes: without --recipes_dir the shipped ones are planned (and the digits pair, which is
+    among the CPU recipes only, is missing); named, the copy is planned; the plan's first line names the folder."""
+    from spt_hf.training.recipes import RECIPES_DIR
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "recipes").mkdir()
+    for phase in ("spt", "finetune"):
+        text = (RECIPES_DIR / "cpu" / f"digits-s4-{phase}.yaml").read_text()
+        (tmp_path / "recipes" / f"digits-s4-{phase}.yaml").write_text(text.replace("max_steps: 600", "max_steps: 7"))
+    argv = ["compare", "--tasks", "digits", "--architectures", "s4", "--seeds", "0", "--dry_run"]
+    assert cli_main(argv) == 1
+    assert "in the recipes shipped with spt_hf (recipes) (looked for" in capsys.readouterr().err
+    assert cli_main([*argv, "--recipes_dir", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Recipes: the recipes shipped with spt_hf (recipes/cpu).\n")
+    assert "| digits/s4/full/seed0/spt | scratch | new | 600 steps | cpu/digits-s4-spt.yaml |" in out
+    assert cli_main([*argv, "--recipes_dir", "recipes"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"Recipes: your folder recipes ({tmp_path.resolve() / 'recipes'}), not the shipped recipes.")
+    assert "| digits/s4/full/seed0/spt | scratch | new | 7 steps | recipes/digits-s4-spt.yaml |" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["recipes"]
+
+
+@pytest.mark.parametrize("seeds, shown", [(["-1"], "-1"), (["0", "4294967296"], "4294967296"), (["1", "-3"], "-3")])
+def test_a_seed_outside_numpys_range_is_refused_in_one_line_before_anything_is_written(
+    seeds, shown, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    argv = [
+        "compare",
+        "--tasks",
+        "digits",
+        "--architectures",
+        "s4",
+        "--recipes_dir",
+        "cpu",
+        "--dry_run",
+        "--seeds",
+        *seeds,
+    ]
+    assert cli_main(argv) == 1
+    error = capsys.readouterr().err.strip().splitlines()
+    assert (
+        error[0] == f"spt-hf compare: error: `seeds` holds {shown}; each seed must be an integer from 0 to 4294967295."
+    )
+    assert len(error) == 2 and not list(tmp_path.iterdir())  # (+ the --debug hint)
+
+
+# A phase long enough to be interrupted, with a checkpoint every 2 steps to resume from (DLR's recipes tie no budget).
+LONG_PHASE = {**{k: v for k, v in TINY.items() if k != "total_steps"}, "max_steps": 400, "save_steps": 2}
+
+
+def interrupted(words: list[str], checkpoint: Path, cwd: Path, resumed_in: Path | None = None) -> tuple[int, str]:
+    """`spt-hf WORDS` in a process of its own, sent SIGINT (to it alone) once `checkpoint` exists, or once
+    `resumed_in` says it resumed from one; its exit status and stderr."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "spt_hf", *words],
+        cwd=cwd,
+        env={**os.environ, "TQDM_DISABLE": "1"},  # (no progress bars on stderr, as in compare's phases)
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    while process.poll() is None and time.monotonic() < deadline:
+        log = resumed_in.read_text() if resumed_in is not None and resumed_in.exists() else ""
+        if (resumed_in is None and checkpoint.is_dir()) or "resuming spt from" in log:
+            break
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    return process.returncode, err
+
+
+def test_ctrl_c_on_compare_stops_its_running_phase_in_one_line_and_the_same_command_resumes(tmp_path):
+    """SIGINT to compare alone (no terminal sends it to the phase too): the running phase is interrupted, not left
+    to finish unseen; compare says in one line what it stopped and the command that resumes, exits 130; run again,
+    the phase resumes from its checkpoint."""
+    from spt_hf.training.run_folder import live_lock_owner
+
+    words = ["compare", "--tasks", "digits", "--architectures", "dlr", "--seeds", "0", "--recipes_dir", "cpu"]
+    words += ["--no_scratch", "--output_dir", "cmp", *[f"--{k}={v}" for k, v in LONG_PHASE.items()]]
+    run = tmp_path / "cmp" / "digits" / "dlr" / "full" / "seed0"
+    status, err = interrupted(words, run / "spt" / "checkpoint-2", tmp_path)
+    assert status == 130 and "Traceback" not in err, err
+    assert err.strip().splitlines() == [
+        "spt-hf compare: interrupted: stopped 1 running phase(s): digits/dlr/full/seed0/spt; the same command resumes "
+        f"from the last checkpoint: spt-hf {' '.join(words)}"
+    ]
+    assert live_lock_owner(run / "spt") is None  # the phase process is gone
+    assert (run / "logs" / "spt.log").read_text().strip().splitlines()[-1].startswith("spt-hf spt: interrupted: ")
+    status, err = interrupted(words, run / "spt" / "checkpoint-2", tmp_path, resumed_in=run / "logs" / "spt.log")
+    assert status == 130 and "Traceback" not in err, err
+
+
+def test_ctrl_c_on_a_phase_says_in_one_line_that_the_same_command_resumes_it(tmp_path):
+    words = ["spt", "--config", "cpu/digits-dlr-spt.yaml", "--output_dir", "run"]
+    words += [f"--{k}={v}" for k, v in LONG_PHASE.items()]
+    status, err = interrupted(words, tmp_path / "run" / "spt" / "checkpoint-2", tmp_path)
+    assert (
+        status == 130
+        and "Traceback" not in err
+        and err.strip().splitlines()[-1:]
+        == [
+            "spt-hf spt: interrupted: the phase stopped; the same command resumes from the last checkpoint: "
+            f"spt-hf {' '.join(words)}"
+        ]
+    )

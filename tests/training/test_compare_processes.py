@@ -125,7 +125,7 @@ def test_a_two_process_phase_through_the_local_launcher_is_told_from_a_one_proce
     assert "process 1 of 2 (data parallel, MULTI_CPU)" in log
     capsys.readouterr()
     again = run_compare(two, dry_run=True)  # finished 2-process phases are recognised as such
-    assert "| digits/dlr/full/seed0/spt | spt | finished |" in capsys.readouterr().out and not again.problems
+    assert "| digits/dlr/full/seed0/spt | scratch | finished |" in capsys.readouterr().out and not again.problems
     one = run_compare(spec(tmp_path))  # the same recipe on 1 process is another phase: reported, not mixed in
     assert set(one.states.values()) == {"changed"} and "world_size: 2 -> 1" in one.problems["digits/dlr/full/seed0/spt"]
     single = run_compare(spec(tmp_path / "single"))

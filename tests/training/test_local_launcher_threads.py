@@ -18,7 +18,7 @@ def test_phases_get_shared_cores_and_sleeping_openmp_threads_unless_the_user_set
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(launchers, "_gpu_ids", lambda: [])
     seen = []
-    monkeypatch.setattr(launchers, "execute_phase", lambda command, log, env: seen.append(env) or 0)
+    monkeypatch.setattr(launchers, "execute_phase", lambda command, log, env, **kwargs: seen.append(env) or 0)
     monkeypatch.setattr(launchers, "phase_finished", lambda job, world_size: True)
     job = SimpleNamespace(id="a", depends_on=None, words=["spt"], log=tmp_path / "a.log")
     launchers.run_local([job], lambda *args: None, parallel=1)

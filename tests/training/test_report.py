@@ -314,3 +314,25 @@ def test_sign_flip_p(differences, expected):
     from spt_hf.training.statistics import sign_flip_p
 
     assert sign_flip_p(np.array(differences)) == pytest.approx(expected)
+
+
+def test_a_gap_between_runs_of_different_budgets_is_marked_and_both_budgets_named(tmp_path):
+    """The docs' digits comparison before its fix: the Transformer's recipe ties compute (its scratch baseline trains
+    1200 steps), S4's does not (600): the scratch gap is marked, a note names both budgets, and the summary line
+    points to it; the SPT + finetune pair (600 + 600 on both sides) is not marked."""
+    total_steps = {"spt_s4": None, "spt_rotary_transformer": 1200}  # tied: the scratch baseline gets all of it
+    for arch, total in total_steps.items():
+        for seed in range(3):
+            run, keys = tmp_path / arch / f"seed{seed}", dict(model_type=arch, seed=seed, total_steps=total)
+            spt_dir = fake_phase(run, "spt", steps=600, **keys)
+            fake_phase(run, "finetune", test=0.8 + seed / 100, spt_dir=spt_dir, steps=600, **keys)
+            fake_phase(run, "scratch", test=0.6 + seed / 50, steps=total or 600, **keys)
+    gap = report([tmp_path], tmp_path / "out").split("## Transformer–SSM gap")[1]
+    rows = {row["kind"]: row["SSM − Transformer"] for row in parse_table(gap, "task")}
+    assert rows["scratch"].endswith(" †") and not rows["SPT + finetune"].endswith("†")
+    assert "- digits: best SSM − Transformer: from scratch +0.0, after SPT +0.0 († unequal budgets below)" in gap
+    note = [line for line in gap.splitlines() if line.startswith("- digits †:")]
+    assert note == [
+        "- digits †: spt_s4 and the Transformer, scratch, trained on different budgets (600 steps against 1200): the "
+        "gap mixes architecture and budget; give both the same steps (compare's --budget tied or equal)."
+    ]

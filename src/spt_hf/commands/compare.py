@@ -27,7 +27,11 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", nargs="+", help="tasks, as in the recipe names (listops, text, digits, ...)")
     parser.add_argument("--architectures", nargs="+", help="architectures, as in the recipe names (s4, dlr, ...)")
     parser.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0 1 2)")
-    parser.add_argument(*spellings("--recipes_dir"), help="recipes (the paper's, default), recipes/cpu, or a folder")
+    parser.add_argument(
+        *spellings("--recipes_dir"),
+        help="a folder of recipe pairs, or a shipped one by name (cpu); default: the shipped paper recipes, whatever "
+        "folders the working directory holds",
+    )
     parser.add_argument(*spellings("--output_dir"), help="run folders and the report (default runs/compare)")
     parser.add_argument(
         *spellings("--with_scratch"), action="store_true", default=None, help="train the baseline phase too (default)"

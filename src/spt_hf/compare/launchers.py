@@ -8,6 +8,8 @@ they happen.
 
 import contextlib
 import os
+import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -101,18 +103,68 @@ def run_local(jobs, on_event: Event, parallel: int = 1, layout: PhaseProcesses |
     # descheduled sibling at every parallel region (benchmarks/bench_threads.py: ~14x slower steps on 2 busy cores).
     threads |= {} if "OMP_WAIT_POLICY" in os.environ else {"OMP_WAIT_POLICY": "PASSIVE"}
 
+    running = RunningPhases()
+
     def run(job: "PhaseJob") -> int:
         with lock:
             mine = [free.pop(0) for _ in range(layout.processes)] if free else []
         try:
             env = {**threads, **({"CUDA_VISIBLE_DEVICES": ",".join(map(str, mine))} if mine else {})}
-            return execute_phase(layout.command(job.words), str(job.log), env)
+            return execute_phase(layout.command(job.words), str(job.log), env, on_start=running.started(job.id))
         finally:
+            running.ended(job.id)
             with lock:
                 free.extend(mine)
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        return run_graph(jobs, lambda job: pool.submit(run, job), parallel, on_event, layout.processes)
+        try:
+            return run_graph(jobs, lambda job: pool.submit(run, job), parallel, on_event, layout.processes)
+        except KeyboardInterrupt:  # Ctrl-C, or SIGINT to compare alone: no phase may go on running unseen
+            stopped = running.interrupt()
+            what = f": {', '.join(stopped)}" if stopped else ""
+            raise KeyboardInterrupt(f"stopped {len(stopped)} running phase(s){what}") from None
+
+
+class RunningPhases:
+    """The processes of the phases the local launcher runs, so that an interrupt of compare reaches each of them
+    (a terminal's Ctrl-C reaches them already; `kill -INT` of compare alone would not): SIGINT, which a phase answers
+    by stopping with the line that the same command resumes it (`cli.main`), then SIGKILL if it has not stopped
+    within `STOP_S`. A phase started while they stop is interrupted at once."""
+
+    STOP_S = 60.0
+
+    def __init__(self):
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.lock, self.stopping = threading.Lock(), False
+
+    def started(self, job_id: str) -> Callable[[subprocess.Popen], None]:
+        def record(process: subprocess.Popen) -> None:
+            with self.lock:
+                self.processes[job_id] = process
+                if self.stopping:
+                    process.send_signal(signal.SIGINT)
+
+        return record
+
+    def ended(self, job_id: str) -> None:
+        with self.lock:
+            self.processes.pop(job_id, None)
+
+    def interrupt(self) -> list[str]:
+        """Interrupt every running phase and wait until each has stopped; the ids of those that were running."""
+        with self.lock:
+            self.stopping, processes = True, dict(self.processes)
+        for process in processes.values():
+            with contextlib.suppress(ProcessLookupError):  # (one that ended meanwhile)
+                process.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + self.STOP_S
+        for process in processes.values():
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        return sorted(processes)
 
 
 def _gpu_ids() -> list[int]:

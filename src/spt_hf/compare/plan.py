@@ -20,6 +20,7 @@ from .processes import PhaseProcesses, phase_processes
 
 BUDGETS = ("equal", "tied")
 LAUNCHERS = ("local", "submitit", "ray")
+SEED_LIMIT = 2**32  # seeds seed numpy's generator (set_seed), which takes 0 <= seed < 2**32
 
 
 @dataclass
@@ -30,7 +31,9 @@ class CompareSpec:
         tasks / architectures: the recipe pairs `<task>/<arch>-{spt,finetune}.yaml` (paper recipes) or
             `<task>-<arch>-{spt,finetune}.yaml` (e.g. `recipes_dir: cpu`) to run.
         seeds: one run of every phase per seed.
-        recipes_dir: `recipes` (the shipped paper recipes), `recipes/cpu` (or `cpu`), or a folder of one's own.
+        recipes_dir: None (the default): the paper recipes shipped with spt_hf; else a folder of one's own (a path
+            to an existing folder, which wins over the shipped folder of the same name), or a shipped folder by name
+            (`recipes/cpu` or `cpu`). A `recipes/` folder in the working directory is used only when named.
         output_dir: where the run folders and the report go.
         with_scratch: also train the baseline phase (finetuning without an SPT checkpoint: from random
             initialisation, or from the text-pretrained weights the recipe names; folder `scratch/`).
@@ -55,7 +58,7 @@ class CompareSpec:
     tasks: list[str]
     architectures: list[str]
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    recipes_dir: str = "recipes"
+    recipes_dir: str | None = None
     output_dir: str = "runs/compare"
     with_scratch: bool = True
     num_train_examples: list[int | None] = field(default_factory=lambda: [None])
@@ -75,6 +78,9 @@ class CompareSpec:
             refuse_owned_overrides(keys, f"task_overrides.{task}")
         if not self.tasks or not self.architectures or not self.seeds:
             raise ValueError("A comparison needs at least one task, one architecture and one seed.")
+        for seed in self.seeds:
+            if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
+                raise ValueError(f"`seeds` holds {seed!r}; each seed must be an integer from 0 to {SEED_LIMIT - 1}.")
         if self.budget is not None and self.budget not in BUDGETS:
             raise ValueError(f"`budget`={self.budget!r}; expected one of {list(BUDGETS)} (or leave it out).")
         if self.launcher not in LAUNCHERS:
@@ -183,25 +189,36 @@ class Plan:
     launch: Launch
     output_dir: Path
     missing_pairs: list[tuple[str, str]] = field(default_factory=list)  # (task, architecture) without recipes
+    recipes_folder: Path = RECIPES_DIR  # where every recipe of the plan comes from (`recipe_folder`)
+
+    @property
+    def recipes_source(self) -> str:
+        """Where the plan's recipes come from, in words (`folder_text`)."""
+        return folder_text(self.recipes_folder)
 
 
-def task_recipe_pair(recipes_dir: str, task: str, architecture: str) -> tuple[Path, Path]:
-    """The SPT and finetuning recipes of (task, architecture) in `recipes_dir`; a clear error lists the pairs the
-    folder has when this one is missing."""
-    folder = _recipe_folder(recipes_dir)
+def task_recipe_pair(recipes_dir: str | None, task: str, architecture: str) -> tuple[Path, Path]:
+    """The SPT and finetuning recipes of (task, architecture) in `recipes_dir` (`recipe_folder`); a clear error lists
+    the pairs the folder has when this one is missing."""
+    folder = recipe_folder(recipes_dir)
     for pattern in (f"{task}/{architecture}-{{}}.yaml", f"{task}-{architecture}-{{}}.yaml"):
         spt, finetune = folder / pattern.format("spt"), folder / pattern.format("finetune")
         if spt.is_file() and finetune.is_file():
             return spt, finetune
     available = sorted(available_pairs(folder))
     raise FileNotFoundError(
-        f"No recipe pair for task {task!r} and architecture {architecture!r} in {recipes_dir} (looked for "
+        f"No recipe pair for task {task!r} and architecture {architecture!r} in {folder_text(folder)} (looked for "
         f"{task}/{architecture}-spt.yaml and {task}-{architecture}-spt.yaml with their -finetune siblings). "
         f"It has: {', '.join(f'{t}/{a}' for t, a in available) or 'no recipe pairs'}."
     )
 
 
-def _recipe_folder(recipes_dir: str) -> Path:
+def recipe_folder(recipes_dir: str | None) -> Path:
+    """The folder of a comparison's recipes: the shipped paper recipes when `recipes_dir` is None, whatever folders
+    the working directory holds (a local `recipes/` replaces nothing unless named); a named folder that exists (the
+    user's own, which wins over a shipped folder of the same name: it was named); else a shipped folder by name."""
+    if recipes_dir is None:
+        return RECIPES_DIR
     path = Path(recipes_dir).expanduser()
     if path.is_dir():
         return path
@@ -209,8 +226,18 @@ def _recipe_folder(recipes_dir: str) -> Path:
     if (RECIPES_DIR / name).is_dir():
         return RECIPES_DIR / name
     raise FileNotFoundError(
-        f"`recipes_dir` {recipes_dir} is neither a folder nor a folder of the shipped recipes ({RECIPES_DIR})."
+        f"`recipes_dir` {recipes_dir} is neither a folder nor a folder of the shipped recipes (`spt-hf recipes` "
+        "lists them); leave --recipes_dir out for the shipped paper recipes."
     )
+
+
+def folder_text(folder: Path) -> str:
+    """Where a comparison's recipes come from, as the plan and its errors say it: a shipped folder by its name, or
+    the user's own folder by its path."""
+    if folder.resolve().is_relative_to(RECIPES_DIR):
+        shipped = folder.resolve().relative_to(RECIPES_DIR)
+        return f"the recipes shipped with spt_hf ({Path('recipes', shipped)})"
+    return f"your folder {folder} ({folder.resolve()}), not the shipped recipes"
 
 
 def available_pairs(folder: Path) -> set[tuple[str, str]]:
@@ -323,7 +350,9 @@ def build_plan(spec: CompareSpec) -> Plan:
                             )
                         )
     if not jobs and missing:
-        raise FileNotFoundError(f"None of the (task, architecture) pairs has recipes in {spec.recipes_dir}.")
+        raise FileNotFoundError(
+            f"None of the (task, architecture) pairs has recipes in {folder_text(recipe_folder(spec.recipes_dir))}."
+        )
     for job in jobs:  # every phase's recipe, as that phase will load it, before anything runs
         spt_checkpoint = True if job.phase == FINETUNE_PHASE else None  # the checkpoint of its own SPT phase
         job.kind = start_kind(job.load_recipe().model_config, spt_checkpoint)
@@ -338,7 +367,7 @@ def build_plan(spec: CompareSpec) -> Plan:
         layout.processes,
         layout.machines,
     )
-    return Plan(jobs, launch, root, missing)
+    return Plan(jobs, launch, root, missing, recipe_folder(spec.recipes_dir))
 
 
 __all__ = ["CompareSpec", "Launch", "PhaseJob", "Plan", "build_plan", "find_recipe", "task_recipe_pair"]

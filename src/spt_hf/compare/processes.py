@@ -148,9 +148,20 @@ def start_phase(command: list[str], log: str, environment: dict | None = None, n
         return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env, **popen)
 
 
-def execute_phase(command: list[str], log: str, environment: dict | None = None, cwd: str | None = None) -> int:
-    """Run one phase's command, its output into `log`; the exit status. (Also what submitit and Ray run.)"""
-    with start_phase(command, log, environment, cwd=cwd, preexec_fn=_end_with_parent()) as process:
+def execute_phase(
+    command: list[str],
+    log: str,
+    environment: dict | None = None,
+    cwd: str | None = None,
+    on_start: Callable[[subprocess.Popen], None] | None = None,
+) -> int:
+    """Run one phase's command, its output into `log`; the exit status. (Also what submitit and Ray run.)
+    `on_start` is given the phase's process once it runs, in a process group of its own: the caller forwards
+    interrupts to it (the local launcher on Ctrl-C), and a terminal's Ctrl-C reaches the phase once, through it."""
+    group = {"process_group": 0} if on_start is not None else {}
+    with start_phase(command, log, environment, cwd=cwd, preexec_fn=_end_with_parent(), **group) as process:
+        if on_start is not None:
+            on_start(process)
         try:
             return process.wait()
         except BaseException:  # as subprocess.run: a caller interrupted while it waits leaves no phase running

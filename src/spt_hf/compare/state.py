@@ -28,8 +28,14 @@ def phase_finished(job, world_size: int) -> bool:
 
 
 def describe_plan(plan: "Plan", states: dict[str, PhaseStatus]) -> str:
-    """The plan as a table: phase, kind, state, steps, recipe, folder, dependency."""
-    lines = ["| phase | kind | state | budget | recipe | folder | after |", "|---|---|---|---|---|---|---|"]
+    """The plan as a table (phase, kind, state, steps, recipe, folder, dependency) under the line saying where its
+    recipes come from."""
+    lines = [
+        f"Recipes: {plan.recipes_source}.",
+        "",
+        "| phase | kind | state | budget | recipe | folder | after |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for job in plan.jobs:
         state = states[job.id].state if job.id in states else PhaseState.NEW
         lines.append(

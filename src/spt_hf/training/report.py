@@ -30,6 +30,7 @@ from .statistics import ALPHA, MIN_PAIRS, Paired, by_seed, paired_difference
 
 SSM_TYPES = ("spt_s4", "spt_dlr")
 TRANSFORMER_TYPE = "spt_rotary_transformer"
+UNEQUAL_MARK = "†"  # a gap between runs trained on different budgets (steps): architecture and budget confounded
 
 # ----------------------------------------------------------------------------------------------------------------
 # Tables
@@ -178,8 +179,10 @@ def paper_table(rows: list[Row]) -> str:
 
 def transformer_ssm_gap(rows: list[Row]) -> str:
     """Per task, the best SSM minus the Transformer, before and after SPT (in metric points); then every SSM row
-    against every Transformer row of the same task and variant, paired over seeds (`gap_table`)."""
+    against every Transformer row of the same task and variant, paired over seeds (`gap_table`), pairs trained on
+    different budgets marked and named under it."""
     means = _cell_means(rows)
+    table, unequal = gap_table(rows)
     lines = []
     for task in sorted({t for _, t in means}):
         transformer = means.get((TRANSFORMER_TYPE, task))
@@ -192,17 +195,19 @@ def transformer_ssm_gap(rows: list[Row]) -> str:
             if kind in transformer and values:
                 parts.append(f"{label} {max(values) - transformer[kind]:+.1f}")
         if parts:
-            lines.append(f"- {task}: best SSM − Transformer: " + ", ".join(parts))
-    table = gap_table(rows)
+            flag = f" ({UNEQUAL_MARK} unequal budgets below)" if any(t == task for t, _ in unequal) else ""
+            lines.append(f"- {task}: best SSM − Transformer: " + ", ".join(parts) + flag)
     if not lines and not table:
         return "- (needs a Transformer and an SSM row on the same task)"
-    return "\n".join(lines) + ("\n\n" + table if table else "")
+    notes = "\n\n" + "\n".join(line for _, line in unequal) if unequal else ""
+    return "\n".join(lines) + ("\n\n" + table if table else "") + notes
 
 
-def gap_table(rows: list[Row]) -> str:
+def gap_table(rows: list[Row]) -> tuple[str, list[tuple[str, str]]]:
     """SSM − Transformer per pair of rows: every SSM row (`SSM_TYPES`) against every Transformer row of the same task
-    and variant, for each kind of run, paired over seeds."""
-    lines = []
+    and variant, for each kind of run, paired over seeds; and a note line per pair whose sides trained on different
+    budgets (its gap marked `UNEQUAL_MARK`), naming both, as (task, line)."""
+    lines, unequal = [], []
     for ssm in (r for r in rows if r.architecture in SSM_TYPES):
         for transformer in (r for r in rows if r.architecture == TRANSFORMER_TYPE):
             if (transformer.task, transformer.variant) != (ssm.task, ssm.variant) or ssm.metric != transformer.metric:
@@ -214,17 +219,30 @@ def gap_table(rows: list[Row]) -> str:
                     continue
                 paired = paired_difference(a, b)
                 gap = _difference(paired, np.mean(list(a.values())) - np.mean(list(b.values())), 1.0)
+                budgets = [_budget(row.side(kind), kind == StartKind.SPT) for row in (ssm, transformer)]
+                if budgets[0] != budgets[1]:
+                    gap += f" {UNEQUAL_MARK}"
+                    unequal.append((ssm.task, _unequal_note(ssm.task, ssm.architecture, name, budgets)))
                 lines.append(
                     f"| {ssm.task} | {ssm.variant or '—'} | {ssm.architecture} | {name} | {gap}"
                     f" | {_interval(paired)} | {_p(paired.p_t)} | {_p(paired.p_sign)} |"
                 )
     if not lines:
-        return ""
+        return "", []
     header = [
         "| task | variant | SSM | kind | SSM − Transformer | 95% CI (paired) | p (paired t) | p (sign-flip) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    return "\n".join(header + lines)
+    return "\n".join(header + lines), unequal
+
+
+def _unequal_note(task: str, architecture: str, kind_name: str, budgets: list[str]) -> str:
+    """The note under the gap table for a pair of rows whose runs of one kind trained on different budgets."""
+    return (
+        f"- {task} {UNEQUAL_MARK}: {architecture} and the Transformer, {kind_name}, trained on different budgets "
+        f"({budgets[0]} steps against {budgets[1]}): the gap mixes architecture and budget; give both the same steps "
+        "(compare's --budget tied or equal)."
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
