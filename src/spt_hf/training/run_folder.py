@@ -373,21 +373,22 @@ def open_phase(recipe, phase: str) -> Iterator[PhaseStatus]:
     """Hold the folder of the `phase` of `recipe` (`<output_dir>/<phase>`) for one phase: lock it (main process
     only), decide what it holds (`phase_status`, the same decision `spt-hf compare` makes), empty it if the recipe
     says `overwrite_output_dir`, and record the recipe it belongs to. Yields the status (state NEW, PARTIAL or
-    FINISHED); WAITING and CHANGED raise their error (a missing checkpoint to start from, a changed recipe)."""
+    FINISHED); WAITING and CHANGED raise their error (a missing checkpoint to start from, a changed recipe).
+
+    A phase that stops before it saved anything (refused, or a failure while its data loads) leaves nothing behind:
+    neither its record nor the folders this call created."""
     training = in_phase_dir(recipe, phase).training
     folder = Path(training.output_dir)
+    check_writable_folder(folder, recipe.training.output_dir)
     lock = PhaseLock(folder)
     main = training.process_index == 0
-    created = not folder.exists()
+    created = [path for path in (folder, *folder.parents) if not path.exists()]  # deepest first
     try:
         with training.main_process_first(desc="spt_hf phase folder"):  # the main process decides first
             if main:
                 lock.acquire()
             status = phase_status(recipe, phase)
             if status.error is not None:
-                lock.release()
-                if main and created and not any(folder.iterdir()):
-                    folder.rmdir()  # a phase refused before it started leaves no folder behind
                 raise status.error
             if main and status.state == PhaseState.NEW:  # (again, if an earlier start saved nothing)
                 if recipe.phase.overwrite_output_dir and folder.is_dir():
@@ -395,8 +396,38 @@ def open_phase(recipe, phase: str) -> Iterator[PhaseStatus]:
                 folder.mkdir(parents=True, exist_ok=True)
                 record_phase_start(folder, status.fingerprint["sha256"], status.fingerprint["entries"])
         yield status
+    except BaseException:
+        lock.release()
+        if main:
+            _remove_unstarted(folder, created)
+        raise
     finally:
         lock.release()
+
+
+def check_writable_folder(folder: Path, output_dir: str) -> None:
+    """Refuse, before anything is written, a folder that cannot be made or written (`folder`, inside the user's
+    `output_dir`): a file where it or one of its parents should be, or a folder this process may not write into
+    (permissions, a read-only mount)."""
+    existing = next(path for path in (folder, *folder.parents, Path(".")) if path.exists())
+    if not existing.is_dir():
+        raise NotADirectoryError(
+            f"output_dir {output_dir}: {existing} is a file, not a folder; choose another --output_dir."
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PermissionError(
+            f"output_dir {output_dir}: {existing} is not writable (permissions or a read-only file system); choose a "
+            "folder you can write to with --output_dir."
+        )
+
+
+def _remove_unstarted(folder: Path, created: list[Path]) -> None:
+    """Remove the record of a phase that saved nothing, then the folders `open_phase` created that are empty."""
+    if folder.is_dir() and {path.name for path in folder.iterdir()} <= {PHASE_FILE}:
+        (folder / PHASE_FILE).unlink(missing_ok=True)
+    for path in created:
+        if path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
 
 
 def clear_phase_folder(folder: Path) -> None:
