@@ -68,8 +68,9 @@ class RecipeChangedError(ValueError):
     """The recipe differs from the one a phase folder was started (or finished) with."""
 
 
-class DiskFullError(OSError):
-    """A checkpoint could not be written for lack of space; earlier checkpoints are intact."""
+class DiskFullError(OSError, RuntimeError):
+    """A checkpoint could not be written for lack of space; earlier checkpoints are intact. (A RuntimeError too: a
+    failure the user fixes, which the CLI shows as its one line.)"""
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -508,8 +509,12 @@ def latest_complete_checkpoint(run_dir: str | Path) -> str | None:
     return None
 
 
-def disk_full_error(error: BaseException, staging: Path, name: str, run_dir: Path) -> DiskFullError | None:
-    """A DiskFullError naming the folder and the space needed, if `error` (or its cause) is ENOSPC."""
+def disk_full_error(
+    error: BaseException, staging: Path, name: str, run_dir: Path, expected: int = 0
+) -> DiskFullError | None:
+    """A DiskFullError naming the folder, the space a checkpoint needs and the space free once the partial one in
+    `staging` is removed, if `error` (or its cause) is ENOSPC. What a checkpoint needs is the largest of `expected`
+    (the caller's count of the bytes it writes), what was written before the disk filled, and an earlier checkpoint."""
     current: BaseException | None = error
     while current is not None:
         if getattr(current, "errno", None) == errno.ENOSPC or "No space left" in str(current):
@@ -518,12 +523,23 @@ def disk_full_error(error: BaseException, staging: Path, name: str, run_dir: Pat
     else:
         return None
     previous = [p for p in run_dir.glob("checkpoint-*") if CHECKPOINT_PATTERN.match(p.name)]
-    needed = max((sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) for p in previous), default=0)
-    free = shutil.disk_usage(run_dir).free
-    kept = ", ".join(sorted(p.name for p in previous)) or "none"
-    return DiskFullError(
-        errno.ENOSPC,
-        f"No space left on the device while writing {name} into {run_dir}: a checkpoint needs about "
-        f"{needed / 2**20:.0f} MiB and {free / 2**20:.0f} MiB are free. Free some space (or lower save_total_limit) "
-        f"and run the same command again: it resumes from the newest complete checkpoint ({kept}).",
+    written = _tree_size(staging)
+    needed = max(expected, written, *(_tree_size(p) for p in previous))
+    free = shutil.disk_usage(run_dir).free + written  # the partial checkpoint is removed
+    kept = ", ".join(sorted(p.name for p in previous))
+    again = f"it resumes from the newest complete checkpoint ({kept})" if kept else "it trains from step 0"
+    full = DiskFullError(
+        f"No space left on the device while writing {name} into {run_dir}: a checkpoint needs about {_mib(needed)} "
+        f"and {_mib(free)} are free. Free some space (or lower save_total_limit) and run the same command again: "
+        f"{again}."
     )
+    full.errno = errno.ENOSPC
+    return full
+
+
+def _tree_size(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) if folder.is_dir() else 0
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.3g} MiB"
