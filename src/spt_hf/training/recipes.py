@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-from ..phases import PHASE_COMMANDS, SPT_PHASE
+from ..phases import FINETUNING_PHASES, PHASE_COMMANDS, SPT_PHASE
 from .arguments import (
     ARGUMENT_CLASSES,
     OBJECTIVES,
@@ -376,10 +376,31 @@ def validate_recipe(recipe: Recipe, phase: str | None = None) -> None:
         )
     if recipe.spt.packed_sequences and phase == "spt":
         refuse_unpackable_recipe(recipe)
+    check_label_names(recipe, phase)
     if phase in ("spt", "scratch") and recipe.model.model_type is None:
         raise ValueError(
             f"A new model needs `model_type` in the recipe (one of {sorted(SPT_MODEL_TYPES)}); to finetune a "
             "checkpoint, pass `--model_name_or_path`."
+        )
+
+
+def check_label_names(recipe: Recipe, phase: str | None) -> None:
+    """`id2label` names the classes of a finetuning phase's head: one name for each class of the task (ids 0 to
+    n - 1, n the task's classes or the recipe's `num_labels`), or transformers would replace it by LABEL_0...LABEL_n."""
+    names = recipe.model_config.get("id2label")
+    if names is None or phase not in FINETUNING_PHASES:
+        return
+    from ..data import get_task_spec
+
+    spec = get_task_spec(recipe.data.task, **recipe.data.task_options)
+    if spec.problem_type == "regression":
+        raise ValueError(f"Task {recipe.data.task!r} is a regression: `id2label` has no classes to name; leave it out.")
+    count = recipe.model_config.get("num_labels", spec.num_labels)
+    ids = sorted(str(key) for key in names) if isinstance(names, dict) else None
+    if ids != sorted(str(i) for i in range(count)):
+        raise ValueError(
+            f"`id2label` must name each of the {count} classes of {recipe.data.task!r} once, ids 0 to {count - 1} "
+            f"(e.g. --id2label '{{0: first, 1: second, ...}}'), got {names!r}; or leave it out."
         )
 
 
