@@ -529,8 +529,8 @@ def disk_full_error(
     kept = ", ".join(sorted(p.name for p in previous))
     again = f"it resumes from the newest complete checkpoint ({kept})" if kept else "it trains from step 0"
     full = DiskFullError(
-        f"No space left on the device while writing {name} into {run_dir}: a checkpoint needs about {_mib(needed)} "
-        f"and {_mib(free)} are free. Free some space (or lower save_total_limit) and run the same command again: "
+        f"No space left on the device while writing {name} into {run_dir}: a checkpoint needs about {_size(needed)} "
+        f"and {_size(free)} are free. Free some space (or lower save_total_limit) and run the same command again: "
         f"{again}."
     )
     full.errno = errno.ENOSPC
@@ -541,5 +541,9 @@ def _tree_size(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) if folder.is_dir() else 0
 
 
-def _mib(size: int) -> str:
-    return f"{size / 2**20:.3g} MiB"
+def _size(size: int) -> str:
+    """A size in bytes for a person: 619 KiB, 12.5 MiB, 3.1 GiB."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size / 2**10:.0f} KiB"
