@@ -41,7 +41,10 @@ def recipes(tmp_path):
 MISTAKES = {
     "missing recipe": (["spt", "--config", "nowhere.yaml"], "Recipe nowhere.yaml not found"),
     "yaml syntax": (["spt", "--config", "{broken}"], r"broken-spt.yaml:\d+:\d+: YAML syntax error"),
-    "unknown key": (["spt", "--config", "{spt}", "--hiden_size", "8"], "Did you mean: hiden_size -> hidden_size"),
+    "unknown key": (
+        ["spt", "--config", "{spt}", "--hiden_size", "8"],
+        "Unknown recipe key --hiden_size on the command line; did you mean --hidden_size",
+    ),
     "negative max_steps": (["spt", "--config", "{spt}", "--max_steps", "-5"], "`max_steps` must be a positive"),
     "wrong phase": (["finetune", "--config", "{spt}"], "is a self-pretraining recipe .*run it with `spt-hf spt`"),
     "typo in a checkpoint path": (

@@ -210,7 +210,7 @@ def test_finetune_refuses_evaluation_data_seen_in_pretraining(tmp_path):
 @pytest.mark.parametrize(
     "overrides, error, message",
     [
-        ({"hiden_size": 8}, ValueError, r"Unknown recipe key\(s\) \['hiden_size'\].*hidden_size"),
+        ({"hiden_size": 8}, ValueError, r"Unknown recipe key `hiden_size` in .*bad.yaml; did you mean `hidden_size`"),
         ({"max_steps": "many"}, ValueError, "`max_steps` expects int"),
         ({"objective": "causal", "bidirectional": True}, ValueError, "objective 'causal' needs `bidirectional: false`"),
         ({"objective": "diffusion"}, ValueError, "`objective`='diffusion' is not supported"),

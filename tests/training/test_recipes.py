@@ -20,6 +20,7 @@ from spt_hf.training import load_recipe
 from spt_hf.training.arguments import ARGUMENT_CLASSES, OBJECTIVES, PHASE_FIELDS
 from spt_hf.training.pipeline import model_config
 from spt_hf.training.recipes import RECIPES_DIR as RECIPES
+from spt_hf.training.recipes import find_recipe, read_recipe_file, recipe_name
 from spt_hf.training.task_data import TaskData
 
 ALL = sorted(p for p in RECIPES.rglob("*.yaml") if p.relative_to(RECIPES).parts[0] != "accelerate")
@@ -250,3 +251,33 @@ def test_a_recipe_given_to_the_other_phase_is_refused(path):
     phase = "finetune" if path.stem.endswith("-spt") else "spt"
     with pytest.raises(ValueError, match=r"is a (finetuning|self-pretraining) recipe .* run it with `spt-hf"):
         load_recipe(path, {"data_dir": "/path/to/data"}, phase=phase)
+
+
+TWICE = {  # a recipe naming a key twice, and the lines the refusal names
+    "top level": (
+        "task: digits\nlearning_rate: 0.1\nseed: 3\nlearning_rate: 0.2\n",
+        "`learning_rate` .* lines 2 and 4",
+    ),
+    "nested": (
+        "task: digits\ntask_options:\n  input_kind: tokens\n  input_kind: values\n",
+        "`input_kind` .* lines 3 and 4",
+    ),
+    "flow mapping": (
+        "task: digits\ntask_options: {input_kind: tokens, input_kind: values}\n",
+        "`input_kind` .* 2 and 2",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(TWICE))
+def test_a_key_given_twice_is_refused_naming_both_lines(case, tmp_path):
+    text, message = TWICE[case]
+    path = tmp_path / "twice-spt.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=f"Recipe {path}: key {message}; YAML would silently keep the second value"):
+        read_recipe_file(path)
+
+
+def test_a_shipped_recipe_is_named_by_its_name_and_a_file_by_its_path(tmp_path):
+    assert recipe_name(find_recipe("cpu/digits-s4-spt.yaml")) == "cpu/digits-s4-spt.yaml"
+    assert recipe_name(tmp_path / "mine.yaml") == str(tmp_path / "mine.yaml")

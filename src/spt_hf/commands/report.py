@@ -15,6 +15,12 @@ def add_parsers(commands, common: argparse.ArgumentParser) -> None:
 
 def report_command(args, rest: list[str]) -> int:
     from ..training.report import report
+    from ..training.rows import find_results
 
+    if not find_results(args.run_dirs):  # (compare's report of phases that all failed is still written)
+        raise FileNotFoundError(
+            f"No results.json of a finished phase under {', '.join(args.run_dirs)}: give the --output_dir of a run "
+            "(`spt-hf spt`, `finetune`, `run` or `compare`) whose phases finished; nothing was written."
+        )
     print(report(args.run_dirs, args.output_dir))
     return 0

@@ -104,7 +104,7 @@ def run_phases(spt_recipe, finetune_recipe, with_scratch: bool) -> list:
 def sibling_recipes(config: str, finetune_config: str | None) -> tuple[str, str]:
     """The SPT recipe and its finetuning sibling (`x-spt.yaml` <-> `x-finetune.yaml`) of the one recipe given to
     `spt-hf run` (either of the two), or the two given."""
-    from ..training.recipes import find_recipe
+    from ..training.recipes import find_recipe, recipe_name
 
     path = find_recipe(config)
     if path.stem.endswith("-finetune") and finetune_config is None:
@@ -112,7 +112,8 @@ def sibling_recipes(config: str, finetune_config: str | None) -> tuple[str, str]
     if finetune_config is None:
         if not path.stem.endswith("-spt"):
             raise ValueError(
-                f"Cannot find the finetuning recipe of {path}: name it <x>-spt.yaml or pass --finetune_config."
+                f"Cannot find the finetuning recipe of {recipe_name(path)}: name it <x>-spt.yaml or pass "
+                "--finetune_config."
             )
         finetune_config = str(path.with_name(path.name.replace("-spt", "-finetune")))
     return str(path), str(find_recipe(finetune_config))

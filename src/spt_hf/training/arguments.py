@@ -18,8 +18,18 @@ from ..modeling.architectures import base_model_class
 from ..modeling.backbone_adapter import PACKED_SEQUENCE_BACKBONES
 
 OBJECTIVES = ("masked", "causal")
-# Config fields that belong to a phase (heads, objectives), not to the architecture shared by both phases.
-PHASE_FIELDS = {"pooling", "classifier_type", "num_labels", "problem_type", "continuous_loss", "hidden_dropout_prob"}
+# Config fields that belong to a phase (heads and their label names, objectives), not to the architecture shared by
+# both phases.
+PHASE_FIELDS = {
+    "pooling",
+    "classifier_type",
+    "num_labels",
+    "id2label",
+    "label2id",
+    "problem_type",
+    "continuous_loss",
+    "hidden_dropout_prob",
+}
 # Recipe keys that only the SPT phase reads.
 SPT_ONLY_KEYS = ("objective", "mask_rate", "span_length")
 # SPT switches that a finetuning phase refuses (with the reason) instead of ignoring: `spt-hf run` and `spt-hf compare`

@@ -13,9 +13,9 @@ import typing
 from pathlib import Path
 
 import yaml
-from transformers import TrainingArguments
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
+from ..phases import FINETUNING_PHASES, PHASE_COMMANDS, SPT_PHASE
 from .arguments import (
     ARGUMENT_CLASSES,
     OBJECTIVES,
@@ -49,8 +49,45 @@ def parse_overrides(argv: list[str]) -> dict:
             raw, index = argv[index + 1], index + 2
         else:
             raw, index = "true", index + 1  # a bare flag
-        overrides[key] = yaml.safe_load(raw)
+        try:
+            overrides[key] = load_yaml(raw)
+        except (yaml.YAMLError, DuplicateKeyError) as error:
+            raise ValueError(
+                f"--{key} on the command line: {raw!r} is not valid YAML ({_yaml_problem(error)}); quote the whole "
+                f"value for the shell, e.g. --{key} '{{input_kind: tokens}}' for a mapping."
+            ) from None
     return overrides
+
+
+class DuplicateKeyError(ValueError):
+    """A YAML mapping names a key twice (`lines`: where, 1-based); YAML itself would keep the last value silently."""
+
+    def __init__(self, key: str, lines: tuple[int, int]):
+        super().__init__(f"key `{key}` is given twice, on lines {lines[0]} and {lines[1]}")
+        self.key, self.lines = key, lines
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a mapping that names a key twice."""
+
+    def construct_mapping(self, node, deep=False):
+        lines: dict[str, int] = {}
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                line = key_node.start_mark.line + 1
+                if key_node.value in lines:
+                    raise DuplicateKeyError(key_node.value, (lines[key_node.value], line))
+                lines[key_node.value] = line
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(text: str):
+    """`yaml.safe_load`, except that a key given twice in a mapping raises DuplicateKeyError."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+
+
+def _yaml_problem(error: Exception) -> str:
+    return str(error) if isinstance(error, DuplicateKeyError) else getattr(error, "problem", None) or str(error)
 
 
 def find_recipe(config: str | Path) -> Path:
@@ -81,21 +118,38 @@ def list_recipes(folder: str | None = None) -> list[str]:
     return sorted(str(p.relative_to(RECIPES_DIR)) for p in root.rglob("*.yaml"))
 
 
+def recipe_name(path: str | Path) -> str:
+    """How messages name a recipe file: a shipped recipe by its name (`cpu/digits-s4-spt.yaml`), any other by its
+    path as given."""
+    resolved = Path(path).resolve()
+    return str(resolved.relative_to(RECIPES_DIR)) if resolved.is_relative_to(RECIPES_DIR) else str(path)
+
+
 def read_recipe_file(path: Path) -> dict:
-    """The YAML mapping of a recipe file; a syntax error names the file, the line and the column."""
+    """The YAML mapping of a recipe file; a syntax error names the file, the line and the column, a key given twice
+    both its lines, and a file that is not text says so."""
+    name = recipe_name(path)
     try:
-        values = yaml.safe_load(path.read_text())
+        values = load_yaml(path.read_text())
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"Recipe {name} is not a text file (byte {error.object[error.start]:#04x} at offset {error.start} is not "
+            "UTF-8): a recipe is a YAML file of `key: value` lines; check the path given to --config."
+        ) from None
+    except DuplicateKeyError as error:
+        raise ValueError(
+            f"Recipe {name}: {error}; YAML would silently keep the second value: keep one of the two lines."
+        ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-        problem = getattr(error, "problem", None) or str(error)
+        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark is not None else name
         raise ValueError(
-            f"Recipe {where}: YAML syntax error ({problem}); a recipe is a mapping of `key: value` lines."
+            f"Recipe {where}: YAML syntax error ({_yaml_problem(error)}); a recipe is a mapping of `key: value` lines."
         ) from None
     if values is None:
         return {}
     if not isinstance(values, dict):
-        raise ValueError(f"Recipe {path} must be a mapping of `key: value` lines, not a {type(values).__name__}.")
+        raise ValueError(f"Recipe {name} must be a mapping of `key: value` lines, not a {type(values).__name__}.")
     return values
 
 
@@ -111,42 +165,79 @@ def load_recipe(config_path: str | Path | None, overrides: dict | None = None, p
         path = find_recipe(config_path)
         values = read_recipe_file(path)
         check_phase_of_file(path, values, phase)
-    values.update(overrides or {})
-    groups: dict[type, dict] = {cls: {} for cls in ARGUMENT_CLASSES}
-    known = {f.name: cls for cls in ARGUMENT_CLASSES for f in dataclasses.fields(cls) if f.init}
-    config_fields = model_config_fields(values)
-    model_config, unknown = {}, []
-    for key, value in values.items():
-        if key in known:
-            groups[known[key]][key] = coerce(key, value, known[key])
-        elif key in config_fields:
-            model_config[key] = value
-        else:
-            unknown.append(key)
-    where = path or "the arguments"
-    if unknown:
-        allowed = sorted(set(known) | set(config_fields))
-        ours = sorted(set(known) - {f.name for f in dataclasses.fields(TrainingArguments)})
-        raise ValueError(
-            f"Unknown recipe key(s) {unknown} in {where}. Allowed: recipe keys {ours}, any "
-            f"transformers TrainingArguments field, and the model config fields {sorted(config_fields)}."
-            + _close_matches(unknown, allowed)
-        )
+    origin = KeyOrigin(path, dict(overrides or {}))
+    values.update(origin.overrides)
+    groups, model_config = _sort_keys(values, origin, phase)
     if "task" not in groups[DataArguments]:
-        raise ValueError(f"The recipe {where} must name a `task`.")
-    check_training_values(groups[PhaseTrainingArguments], where)
+        raise ValueError(f"The recipe {origin.where} must name a `task`.")
+    check_training_values(groups[PhaseTrainingArguments], origin)
     recipe = Recipe(
         data=DataArguments(**groups[DataArguments]),
         model=ModelArguments(**groups[ModelArguments]),
         spt=SPTArguments(**groups[SPTArguments]),
         phase=PhaseArguments(**groups[PhaseArguments]),
-        training=PhaseTrainingArguments(**groups[PhaseTrainingArguments]),
+        training=_training_arguments(groups[PhaseTrainingArguments], origin),
         model_config=model_config,
         source=str(path) if path else None,
         chosen_metric="metric_for_best_model" in groups[PhaseTrainingArguments],
     )
     validate_recipe(recipe, phase)
     return recipe
+
+
+@dataclasses.dataclass
+class KeyOrigin:
+    """Where the keys of a recipe were given: on the command line (`overrides`) or in the recipe file `path`."""
+
+    path: Path | None
+    overrides: dict
+
+    @property
+    def where(self) -> str:
+        return recipe_name(self.path) if self.path is not None else "the arguments"
+
+    def on_command_line(self, key: str) -> bool:
+        return key in self.overrides or self.path is None
+
+    def of(self, key: str) -> str:
+        """Where `key` was given, for a message: "--key on the command line" or "`key` in FILE"."""
+        if self.on_command_line(key):
+            return f"--{key} on the command line"
+        return f"`{key}` in {self.where}"
+
+
+def _sort_keys(values: dict, origin: KeyOrigin, phase: str | None) -> tuple[dict[type, dict], dict]:
+    """The recipe's values by argument class (type-checked) and its model-config fields; an unknown key is refused."""
+    groups: dict[type, dict] = {cls: {} for cls in ARGUMENT_CLASSES}
+    known = {f.name: cls for cls in ARGUMENT_CLASSES for f in dataclasses.fields(cls) if f.init}
+    config_fields = model_config_fields(values)
+    model_config, unknown = {}, []
+    for key, value in values.items():
+        if key in known:
+            groups[known[key]][key] = coerce(key, value, known[key], origin)
+        elif key in config_fields:
+            model_config[key] = value
+        else:
+            unknown.append(key)
+    if unknown:
+        raise ValueError(_unknown_keys(unknown, sorted(set(known) | set(config_fields)), origin, phase))
+    return groups, model_config
+
+
+def _unknown_keys(unknown: list[str], allowed: list[str], origin: KeyOrigin, phase: str | None) -> str:
+    """One sentence per unknown key, its closest allowed keys first, then where every key is listed."""
+    import difflib
+
+    parts = []
+    for key in unknown:
+        spelling = "--{}" if origin.on_command_line(key) else "`{}`"
+        close = [spelling.format(match) for match in difflib.get_close_matches(key, allowed, 3)]
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        parts.append(f"Unknown recipe key {origin.of(key)}{hint}")
+    command = PHASE_COMMANDS.get(phase or SPT_PHASE, SPT_PHASE)
+    return (
+        f"{' '.join(parts)} `spt-hf {command} --help` lists every key (a field of the model type's config is one too)."
+    )
 
 
 def check_phase_of_file(path: Path, values: dict, phase: str | None) -> None:
@@ -158,30 +249,73 @@ def check_phase_of_file(path: Path, values: dict, phase: str | None) -> None:
     if phase == "spt" and is_finetune_file:
         sibling = path.with_name(path.name.replace("-finetune", "-spt"))
         raise ValueError(
-            f"{path} is a finetuning recipe (its name ends in -finetune.yaml): run it with `spt-hf finetune`, or "
-            f"self-pretrain with its sibling {sibling.name}."
+            f"{recipe_name(path)} is a finetuning recipe (its name ends in -finetune.yaml): run it with "
+            f"`spt-hf finetune`, or self-pretrain with its sibling {sibling.name}."
         )
     if phase != "spt" and is_spt_file:
         keys = [key for key in SPT_ONLY_KEYS if key in values]
         reason = "its name ends in -spt.yaml" if path.stem.endswith("-spt") else f"it sets SPT-only keys {keys}"
         sibling = path.with_name(path.name.replace("-spt", "-finetune"))
         raise ValueError(
-            f"{path} is a self-pretraining recipe ({reason}): run it with `spt-hf spt`, or finetune with its sibling "
-            f"{sibling.name}."
+            f"{recipe_name(path)} is a self-pretraining recipe ({reason}): run it with `spt-hf spt`, or finetune with "
+            f"its sibling {sibling.name}."
         )
 
 
-def check_training_values(training: dict, where) -> None:
-    """TrainingArguments values that transformers would accept but that silently mean something else."""
+SEED_RANGE = (0, 2**32 - 1)  # numpy's legacy seeding, which transformers' set_seed calls, takes no other seed
+
+
+def check_training_values(training: dict, origin: KeyOrigin) -> None:
+    """TrainingArguments values that transformers would accept but that silently mean something else, or that fail
+    only deep inside training (after the phase folder exists): each refused in one line naming where it was given."""
     max_steps = training.get("max_steps")
     if max_steps is not None and max_steps <= 0:
         raise ValueError(
-            f"`max_steps` must be a positive number of optimiser steps, got {max_steps} in {where}; leave it out "
-            "to train for `num_train_epochs` instead."
+            f"`max_steps` must be a positive number of optimiser steps, got {max_steps} ({origin.of('max_steps')}); "
+            "leave it out to train for `num_train_epochs` instead."
         )
     epochs = training.get("num_train_epochs")
     if epochs is not None and not epochs > 0:
-        raise ValueError(f"`num_train_epochs` must be positive, got {epochs} in {where}.")
+        raise ValueError(f"`num_train_epochs` must be positive, got {epochs} ({origin.of('num_train_epochs')}).")
+    seed = training.get("seed")
+    if seed is not None and not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+        raise ValueError(f"`seed` must be an integer from 0 to 2**32 - 1, got {seed} ({origin.of('seed')}).")
+    rate = training.get("learning_rate")
+    if rate is not None and not rate >= 0:
+        raise ValueError(f"`learning_rate` must be 0 or more, got {rate} ({origin.of('learning_rate')}).")
+    for key in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"):
+        if training.get(key) is not None and training[key] < 1:
+            raise ValueError(f"`{key}` must be at least 1, got {training[key]} ({origin.of(key)}).")
+    _check_save_steps(training, origin)
+
+
+def _check_save_steps(training: dict, origin: KeyOrigin) -> None:
+    """With `load_best_model_at_end`, every checkpoint must follow an evaluation (the best one is chosen among
+    evaluated checkpoints): transformers refuses it only when the Trainer's arguments are built."""
+    value = {f.name: f.default for f in dataclasses.fields(PhaseTrainingArguments) if f.init} | training
+    steps = all(str(getattr(value[k], "value", value[k])) == "steps" for k in ("eval_strategy", "save_strategy"))
+    save, evaluate = value["save_steps"], value["eval_steps"] or value["logging_steps"]
+    if not (value["load_best_model_at_end"] and steps and save >= 1 and evaluate >= 1) or save % evaluate == 0:
+        return  # (fractions of the run, below 1, are transformers' to check)
+
+    def given(key: str) -> str:
+        return origin.of(key) if key in training else "the default"
+
+    multiple = evaluate * max(1, round(save / evaluate))
+    raise ValueError(
+        f"save_steps {save:g} ({given('save_steps')}) is not a multiple of eval_steps {evaluate:g} "
+        f"({given('eval_steps')}): with load_best_model_at_end the best checkpoint is chosen among evaluated ones, so "
+        f"set save_steps to a multiple of {evaluate:g} (e.g. --save_steps {multiple:g})"
+        ", or --load_best_model_at_end false."
+    )
+
+
+def _training_arguments(training: dict, origin: KeyOrigin) -> PhaseTrainingArguments:
+    """The recipe's TrainingArguments; a combination transformers refuses is one line naming the recipe."""
+    try:
+        return PhaseTrainingArguments(**training)
+    except ValueError as error:
+        raise ValueError(f"transformers' TrainingArguments refuse the recipe {origin.where}: {error}") from None
 
 
 def model_config_fields(values: dict) -> set[str]:
@@ -242,6 +376,7 @@ def validate_recipe(recipe: Recipe, phase: str | None = None) -> None:
         )
     if recipe.spt.packed_sequences and phase == "spt":
         refuse_unpackable_recipe(recipe)
+    check_label_names(recipe, phase)
     if phase in ("spt", "scratch") and recipe.model.model_type is None:
         raise ValueError(
             f"A new model needs `model_type` in the recipe (one of {sorted(SPT_MODEL_TYPES)}); to finetune a "
@@ -249,7 +384,27 @@ def validate_recipe(recipe: Recipe, phase: str | None = None) -> None:
         )
 
 
-def coerce(key: str, value, cls: type):
+def check_label_names(recipe: Recipe, phase: str | None) -> None:
+    """`id2label` names the classes of a finetuning phase's head: one name for each class of the task (ids 0 to
+    n - 1, n the task's classes or the recipe's `num_labels`), or transformers would replace it by LABEL_0...LABEL_n."""
+    names = recipe.model_config.get("id2label")
+    if names is None or phase not in FINETUNING_PHASES:
+        return
+    from ..data import get_task_spec
+
+    spec = get_task_spec(recipe.data.task, **recipe.data.task_options)
+    if spec.problem_type == "regression":
+        raise ValueError(f"Task {recipe.data.task!r} is a regression: `id2label` has no classes to name; leave it out.")
+    count = recipe.model_config.get("num_labels", spec.num_labels)
+    ids = sorted(str(key) for key in names) if isinstance(names, dict) else None
+    if ids != sorted(str(i) for i in range(count)):
+        raise ValueError(
+            f"`id2label` must name each of the {count} classes of {recipe.data.task!r} once, ids 0 to {count - 1} "
+            f"(e.g. --id2label '{{0: first, 1: second, ...}}'), got {names!r}; or leave it out."
+        )
+
+
+def coerce(key: str, value, cls: type, origin: KeyOrigin | None = None):
     """Check `value` against the dataclass field's type; convert YAML's string floats ('1e-3')."""
     hint = typing.get_type_hints(cls)[key]
     options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
@@ -275,7 +430,8 @@ def coerce(key: str, value, cls: type):
     if not any((typing.get_origin(o) or o) in (bool, int, float, str, list, dict, type(None)) for o in options):
         return value  # an enum or other type transformers itself validates
     expected = " or ".join(getattr(o, "__name__", str(o)) for o in options)
-    raise ValueError(f"Recipe key `{key}` expects {expected}, got {value!r} ({type(value).__name__}).")
+    where = f" ({origin.of(key)})" if origin is not None else ""
+    raise ValueError(f"Recipe key `{key}` expects {expected}, got {value!r} ({type(value).__name__}){where}.")
 
 
 def _close_matches(unknown: list[str], allowed: list[str]) -> str:

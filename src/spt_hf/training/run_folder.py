@@ -69,8 +69,9 @@ class RecipeChangedError(ValueError):
     """The recipe differs from the one a phase folder was started (or finished) with."""
 
 
-class DiskFullError(OSError):
-    """A checkpoint could not be written for lack of space; earlier checkpoints are intact."""
+class DiskFullError(OSError, RuntimeError):
+    """A checkpoint could not be written for lack of space; earlier checkpoints are intact. (A RuntimeError too: a
+    failure the user fixes, which the CLI shows as its one line.)"""
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -372,21 +373,22 @@ def open_phase(recipe, phase: str) -> Iterator[PhaseStatus]:
     """Hold the folder of the `phase` of `recipe` (`<output_dir>/<phase>`) for one phase: lock it (main process
     only), decide what it holds (`phase_status`, the same decision `spt-hf compare` makes), empty it if the recipe
     says `overwrite_output_dir`, and record the recipe it belongs to. Yields the status (state NEW, PARTIAL or
-    FINISHED); WAITING and CHANGED raise their error (a missing checkpoint to start from, a changed recipe)."""
+    FINISHED); WAITING and CHANGED raise their error (a missing checkpoint to start from, a changed recipe).
+
+    A phase that stops before it saved anything (refused, or a failure while its data loads) leaves nothing behind:
+    neither its record nor the folders this call created."""
     training = in_phase_dir(recipe, phase).training
     folder = Path(training.output_dir)
+    check_writable_folder(folder, recipe.training.output_dir)
     lock = PhaseLock(folder)
     main = training.process_index == 0
-    created = not folder.exists()
+    created = [path for path in (folder, *folder.parents) if not path.exists()]  # deepest first
     try:
         with training.main_process_first(desc="spt_hf phase folder"):  # the main process decides first
             if main:
                 lock.acquire()
             status = phase_status(recipe, phase)
             if status.error is not None:
-                lock.release()
-                if main and created and not any(folder.iterdir()):
-                    folder.rmdir()  # a phase refused before it started leaves no folder behind
                 raise status.error
             if main and status.state == PhaseState.NEW:  # (again, if an earlier start saved nothing)
                 if recipe.phase.overwrite_output_dir and folder.is_dir():
@@ -394,8 +396,38 @@ def open_phase(recipe, phase: str) -> Iterator[PhaseStatus]:
                 folder.mkdir(parents=True, exist_ok=True)
                 record_phase_start(folder, status.fingerprint["sha256"], status.fingerprint["entries"])
         yield status
+    except BaseException:
+        lock.release()
+        if main:
+            _remove_unstarted(folder, created)
+        raise
     finally:
         lock.release()
+
+
+def check_writable_folder(folder: Path, output_dir: str) -> None:
+    """Refuse, before anything is written, a folder that cannot be made or written (`folder`, inside the user's
+    `output_dir`): a file where it or one of its parents should be, or a folder this process may not write into
+    (permissions, a read-only mount)."""
+    existing = next(path for path in (folder, *folder.parents, Path(".")) if path.exists())
+    if not existing.is_dir():
+        raise NotADirectoryError(
+            f"output_dir {output_dir}: {existing} is a file, not a folder; choose another --output_dir."
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PermissionError(
+            f"output_dir {output_dir}: {existing} is not writable (permissions or a read-only file system); choose a "
+            "folder you can write to with --output_dir."
+        )
+
+
+def _remove_unstarted(folder: Path, created: list[Path]) -> None:
+    """Remove the record of a phase that saved nothing, then the folders `open_phase` created that are empty."""
+    if folder.is_dir() and {path.name for path in folder.iterdir()} <= {PHASE_FILE}:
+        (folder / PHASE_FILE).unlink(missing_ok=True)
+    for path in created:
+        if path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
 
 
 def clear_phase_folder(folder: Path) -> None:
@@ -476,8 +508,12 @@ def latest_complete_checkpoint(run_dir: str | Path) -> str | None:
     return None
 
 
-def disk_full_error(error: BaseException, staging: Path, name: str, run_dir: Path) -> DiskFullError | None:
-    """A DiskFullError naming the folder and the space needed, if `error` (or its cause) is ENOSPC."""
+def disk_full_error(
+    error: BaseException, staging: Path, name: str, run_dir: Path, expected: int = 0
+) -> DiskFullError | None:
+    """A DiskFullError naming the folder, the space a checkpoint needs and the space free once the partial one in
+    `staging` is removed, if `error` (or its cause) is ENOSPC. What a checkpoint needs is the largest of `expected`
+    (the caller's count of the bytes it writes), what was written before the disk filled, and an earlier checkpoint."""
     current: BaseException | None = error
     while current is not None:
         if getattr(current, "errno", None) == errno.ENOSPC or "No space left" in str(current):
@@ -486,12 +522,27 @@ def disk_full_error(error: BaseException, staging: Path, name: str, run_dir: Pat
     else:
         return None
     previous = [p for p in run_dir.glob("checkpoint-*") if CHECKPOINT_PATTERN.match(p.name)]
-    needed = max((sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) for p in previous), default=0)
-    free = shutil.disk_usage(run_dir).free
-    kept = ", ".join(sorted(p.name for p in previous)) or "none"
-    return DiskFullError(
-        errno.ENOSPC,
-        f"No space left on the device while writing {name} into {run_dir}: a checkpoint needs about "
-        f"{needed / 2**20:.0f} MiB and {free / 2**20:.0f} MiB are free. Free some space (or lower save_total_limit) "
-        f"and run the same command again: it resumes from the newest complete checkpoint ({kept}).",
+    written = _tree_size(staging)
+    needed = max(expected, written, *(_tree_size(p) for p in previous))
+    free = shutil.disk_usage(run_dir).free + written  # the partial checkpoint is removed
+    kept = ", ".join(sorted(p.name for p in previous))
+    again = f"it resumes from the newest complete checkpoint ({kept})" if kept else "it trains from step 0"
+    full = DiskFullError(
+        f"No space left on the device while writing {name} into {run_dir}: a checkpoint needs about {_size(needed)} "
+        f"and {_size(free)} are free. Free some space (or lower save_total_limit) and run the same command again: "
+        f"{again}."
     )
+    full.errno = errno.ENOSPC
+    return full
+
+
+def _tree_size(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) if folder.is_dir() else 0
+
+
+def _size(size: int) -> str:
+    """A size in bytes for a person: 619 KiB, 12.5 MiB, 3.1 GiB."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size / 2**10:.0f} KiB"

@@ -153,11 +153,11 @@ class PhaseTrainer(Trainer):
         try:
             super()._save_checkpoint(model, trial)
         except Exception as error:
+            full = disk_full_error(error, staging_root, name, run_dir, self._checkpoint_bytes())
             shutil.rmtree(staging_root, ignore_errors=True)
-            full = disk_full_error(error, staging_root, name, run_dir)
-            if full is not None:
-                raise full from error
-            raise
+            if full is None:
+                raise
+            raise full from error
         finally:
             self._staging_root = None
         self.accelerator.wait_for_everyone()
@@ -171,8 +171,10 @@ class PhaseTrainer(Trainer):
             try:
                 commit_checkpoint(staging_root / name, final)
             except OSError as error:
-                full = disk_full_error(error, staging_root, name, run_dir)
-                raise (full or error) from error
+                full = disk_full_error(error, staging_root, name, run_dir, self._checkpoint_bytes())
+                if full is None:
+                    raise
+                raise full from error
             finally:
                 shutil.rmtree(staging_root, ignore_errors=True)
             if self._push_after_commit:
@@ -184,6 +186,16 @@ class PhaseTrainer(Trainer):
                 best_model_checkpoint=self.state.best_model_checkpoint,
             )
         self.accelerator.wait_for_everyone()
+
+    def _checkpoint_bytes(self) -> int:
+        """About the bytes a checkpoint writes: the model's weights and buffers and the optimiser's state tensors."""
+        tensors = [*self.model.parameters(), *self.model.buffers()]
+        optimizer = getattr(self.optimizer, "optimizer", self.optimizer)  # accelerate's wrapper holds the real one
+        if optimizer is not None:
+            tensors += [
+                value for state in optimizer.state.values() for value in state.values() if torch.is_tensor(value)
+            ]
+        return sum(tensor.numel() * tensor.element_size() for tensor in tensors)
 
 
 def _first(value):
