@@ -15,12 +15,11 @@ from pathlib import Path
 from ..phases import BASELINE_PHASE, FINETUNE_PHASE, PHASE_COMMANDS, start_kind
 from ..training.arguments import SPT_ONLY_KEYS, SPT_PHASE_SWITCHES
 from ..training.pipeline import phase_budgets, refuse_ignored_max_steps
-from ..training.recipes import RECIPES_DIR, find_recipe, load_recipe
+from ..training.recipes import RECIPES_DIR, SEED_RANGE, find_recipe, load_recipe
 from .processes import PhaseProcesses, phase_processes
 
 BUDGETS = ("equal", "tied")
 LAUNCHERS = ("local", "submitit", "ray")
-SEED_LIMIT = 2**32  # seeds seed numpy's generator (set_seed), which takes 0 <= seed < 2**32
 
 
 @dataclass
@@ -79,8 +78,8 @@ class CompareSpec:
         if not self.tasks or not self.architectures or not self.seeds:
             raise ValueError("A comparison needs at least one task, one architecture and one seed.")
         for seed in self.seeds:
-            if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
-                raise ValueError(f"`seeds` holds {seed!r}; each seed must be an integer from 0 to {SEED_LIMIT - 1}.")
+            if isinstance(seed, bool) or not isinstance(seed, int) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+                raise ValueError(f"`seeds` holds {seed!r}; each seed must be an integer from 0 to {SEED_RANGE[1]}.")
         if self.budget is not None and self.budget not in BUDGETS:
             raise ValueError(f"`budget`={self.budget!r}; expected one of {list(BUDGETS)} (or leave it out).")
         if self.launcher not in LAUNCHERS:

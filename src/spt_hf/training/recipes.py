@@ -279,7 +279,7 @@ def check_training_values(training: dict, origin: KeyOrigin) -> None:
         raise ValueError(f"`num_train_epochs` must be positive, got {epochs} ({origin.of('num_train_epochs')}).")
     seed = training.get("seed")
     if seed is not None and not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
-        raise ValueError(f"`seed` must be an integer from 0 to 2**32 - 1, got {seed} ({origin.of('seed')}).")
+        raise ValueError(f"`seed` must be an integer from 0 to {SEED_RANGE[1]}, got {seed} ({origin.of('seed')}).")
     rate = training.get("learning_rate")
     if rate is not None and not rate >= 0:
         raise ValueError(f"`learning_rate` must be 0 or more, got {rate} ({origin.of('learning_rate')}).")
