@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..phases import BASELINE_PHASE, FINETUNE_PHASE, PHASE_COMMANDS, start_kind
+from ..phases import BASELINE_PHASE, FINETUNE_PHASE, PHASE_COMMANDS, SPT_PHASE, start_kind
 from ..training.arguments import SPT_ONLY_KEYS, SPT_PHASE_SWITCHES
 from ..training.pipeline import phase_budgets, refuse_ignored_max_steps
 from ..training.recipes import RECIPES_DIR, SEED_RANGE, find_recipe, load_recipe
@@ -257,26 +257,26 @@ def budget_overrides(spec: CompareSpec, keys: dict, spt_recipe: Path, finetune_r
     """max_steps overrides of each phase and a text of the steps each will take (for the plan), for the recipe
     pair with the comparison's `keys` (overrides) applied. The steps come from `pipeline.phase_budgets`, as for
     `spt-hf run`, and a --max_steps that tied budgets would ignore is refused by the same check."""
-    spt = load_recipe(spt_recipe, keys, phase="spt")
+    spt = load_recipe(spt_recipe, keys, phase=SPT_PHASE)
     budget = spec.budget or ("tied" if spt.phase.total_steps else "equal")
     shared = {}
     if budget == "equal" and spt.phase.total_steps:  # the recipe ties budgets; "equal" gives each phase its max_steps
         shared = {"total_steps": None}
-        spt = load_recipe(spt_recipe, {**keys, **shared}, phase="spt")
+        spt = load_recipe(spt_recipe, {**keys, **shared}, phase=SPT_PHASE)
     elif budget == "tied" and not spt.phase.total_steps:
         raise ValueError(
             f"`budget: tied` needs `total_steps` (SPT and finetuning share them): {spt_recipe.name} sets none; "
             "pass --total_steps N."
         )
     refuse_ignored_max_steps(spt, keys)
-    finetune = load_recipe(finetune_recipe, _finetune_keys(keys), phase="finetune")
+    finetune = load_recipe(finetune_recipe, _finetune_keys(keys), phase=FINETUNE_PHASE)
     steps = phase_budgets(spt, finetune)
     if budget == "equal":
         overrides = {phase: dict(shared) for phase in PHASE_COMMANDS}
     else:
         overrides = {phase: {"max_steps": value} for phase, value in steps.items()}
-    epochs = {"spt": spt.training.num_train_epochs, "finetune": finetune.training.num_train_epochs}
-    epochs[BASELINE_PHASE] = epochs["finetune"]
+    epochs = {SPT_PHASE: spt.training.num_train_epochs, FINETUNE_PHASE: finetune.training.num_train_epochs}
+    epochs[BASELINE_PHASE] = epochs[FINETUNE_PHASE]
     text = {k: (f"{v} steps" if v and v > 0 else f"{epochs[k]:g} epochs") for k, v in steps.items()}
     return overrides, text
 
@@ -294,7 +294,7 @@ def build_plan(spec: CompareSpec) -> Plan:
     for task in spec.tasks:
         for arch in spec.architectures:
             try:
-                spt_recipe, finetune_recipe = task_recipe_pair(spec.recipes_dir, task, arch)
+                recipes = task_recipe_pair(spec.recipes_dir, task, arch)
             except FileNotFoundError as error:
                 if not spec.skip_missing_pairs:
                     raise FileNotFoundError(
@@ -304,50 +304,16 @@ def build_plan(spec: CompareSpec) -> Plan:
                 missing.append((task, arch))
                 continue
             keys = {**spec.overrides, **spec.task_overrides.get(task, {})}
-            budgets, steps = budget_overrides(spec, keys, spt_recipe, finetune_recipe)
+            budgets = budget_overrides(spec, keys, *recipes)
             for size in spec.num_train_examples:
                 variant = "full" if size is None else f"n{size}"
                 for seed in spec.seeds:
-                    run_dir = root / task / arch / variant / f"seed{seed}"
-                    common = {**keys, "output_dir": str(run_dir), "seed": seed}
+                    where = dict(task=task, architecture=arch, variant=variant, seed=seed)
+                    where["run_dir"] = root / task / arch / variant / f"seed{seed}"
+                    common = {**keys, "output_dir": str(where["run_dir"]), "seed": seed}
                     if size is not None:
                         common["num_train_examples"] = size
-                    name = f"{task}/{arch}/{variant}/seed{seed}"
-                    where = dict(task=task, architecture=arch, variant=variant, seed=seed, run_dir=run_dir)
-                    spt_keys = {**common, **budgets["spt"]}
-                    jobs.append(
-                        PhaseJob(
-                            f"{name}/spt", "spt", recipe=spt_recipe, overrides=spt_keys, steps=steps["spt"], **where
-                        )
-                    )
-                    finetune_keys = {
-                        **_finetune_keys(common),
-                        **budgets["finetune"],
-                        "model_name_or_path": str(run_dir / "spt"),
-                    }
-                    jobs.append(
-                        PhaseJob(
-                            f"{name}/finetune",
-                            "finetune",
-                            recipe=finetune_recipe,
-                            overrides=finetune_keys,
-                            steps=steps["finetune"],
-                            depends_on=f"{name}/spt",
-                            **where,
-                        )
-                    )
-                    if spec.with_scratch:
-                        baseline_keys = {**_finetune_keys(common), **budgets[BASELINE_PHASE]}
-                        jobs.append(
-                            PhaseJob(
-                                f"{name}/{BASELINE_PHASE}",
-                                BASELINE_PHASE,
-                                recipe=finetune_recipe,
-                                overrides=baseline_keys,
-                                steps=steps[BASELINE_PHASE],
-                                **where,
-                            )
-                        )
+                    jobs += run_jobs(spec, recipes, common, budgets, where)
     if not jobs and missing:
         raise FileNotFoundError(
             f"None of the (task, architecture) pairs has recipes in {folder_text(recipe_folder(spec.recipes_dir))}."
@@ -355,9 +321,57 @@ def build_plan(spec: CompareSpec) -> Plan:
     for job in jobs:  # every phase's recipe, as that phase will load it, before anything runs
         spt_checkpoint = True if job.phase == FINETUNE_PHASE else None  # the checkpoint of its own SPT phase
         job.kind = start_kind(job.load_recipe().model_config, spt_checkpoint)
-    # from the launcher's options: one process per device
+    return Plan(jobs, phase_launch(spec), root, missing, recipe_folder(spec.recipes_dir))
+
+
+def run_jobs(spec: CompareSpec, recipes: tuple[Path, Path], common: dict, budgets: tuple[dict, dict], where: dict):
+    """The phases of one run folder (`where`: task, architecture, variant, seed, run_dir): SPT, the finetuning that
+    starts from its checkpoint and, with `with_scratch`, the baseline. `common` holds the keys every phase gets,
+    `budgets` the max_steps overrides of each phase and the text of its steps (`budget_overrides`)."""
+    (spt_recipe, finetune_recipe), (overrides, steps) = recipes, budgets
+    name = f"{where['task']}/{where['architecture']}/{where['variant']}/seed{where['seed']}"
+    finetune_common = _finetune_keys(common)
+    spt_job = PhaseJob(
+        f"{name}/{SPT_PHASE}",
+        SPT_PHASE,
+        recipe=spt_recipe,
+        overrides={**common, **overrides[SPT_PHASE]},
+        steps=steps[SPT_PHASE],
+        **where,
+    )
+    finetune_keys = {**finetune_common, **overrides[FINETUNE_PHASE]}
+    finetune_keys["model_name_or_path"] = str(where["run_dir"] / SPT_PHASE)
+    jobs = [
+        spt_job,
+        PhaseJob(
+            f"{name}/{FINETUNE_PHASE}",
+            FINETUNE_PHASE,
+            recipe=finetune_recipe,
+            overrides=finetune_keys,
+            steps=steps[FINETUNE_PHASE],
+            depends_on=spt_job.id,
+            **where,
+        ),
+    ]
+    if spec.with_scratch:
+        baseline_keys = {**finetune_common, **overrides[BASELINE_PHASE]}
+        jobs.append(
+            PhaseJob(
+                f"{name}/{BASELINE_PHASE}",
+                BASELINE_PHASE,
+                recipe=finetune_recipe,
+                overrides=baseline_keys,
+                steps=steps[BASELINE_PHASE],
+                **where,
+            )
+        )
+    return jobs
+
+
+def phase_launch(spec: CompareSpec) -> Launch:
+    """How the plan's phases are launched: the launcher's options, and one process per device."""
     layout = phase_processes(spec.launcher, spec.accelerate_config, spec.submitit, spec.ray)
-    launch = Launch(
+    return Launch(
         spec.launcher,
         spec.max_parallel,
         layout.accelerate_config,
@@ -366,7 +380,6 @@ def build_plan(spec: CompareSpec) -> Plan:
         layout.processes,
         layout.machines,
     )
-    return Plan(jobs, launch, root, missing, recipe_folder(spec.recipes_dir))
 
 
 __all__ = ["CompareSpec", "Launch", "PhaseJob", "Plan", "build_plan", "find_recipe", "task_recipe_pair"]
