@@ -782,10 +782,30 @@ def _keyword(call: ast.Call, name: str) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
 
+def _safe_loader_classes(tree: ast.AST, aliases: dict) -> set[str]:
+    """Names of the classes `source` defines on top of YAML's safe loaders (which construct plain data only)."""
+    safe = {"yaml.SafeLoader", "yaml.CSafeLoader"}
+    return {
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and any(_dotted(base, aliases) in safe for base in node.bases)
+    }
+
+
+def _safe_yaml_loader(call: ast.Call, aliases: dict, safe_loaders: set[str]) -> bool:
+    """`yaml.load(..., Loader=L)` with L one of YAML's safe loaders or a class of this file built on one."""
+    loader = _keyword(call, "Loader")
+    if loader is None or _dotted(call.func, aliases).rpartition(".")[2] not in ("load", "load_all"):
+        return False
+    name = _dotted(loader, aliases)
+    return name in ("yaml.SafeLoader", "yaml.CSafeLoader") or name in safe_loaders
+
+
 def unsafe_loads(source: str, filename: str = "<string>") -> list[str]:
     """Every call in ``source`` that could unpickle or run code from a file: ``file:line: call``."""
     tree = ast.parse(source, filename=filename)
     aliases = _aliases(tree)
+    safe_loaders = _safe_loader_classes(tree, aliases)
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -803,7 +823,7 @@ def unsafe_loads(source: str, filename: str = "<string>") -> list[str]:
                 and allow_pickle is not None
                 and not (isinstance(allow_pickle, ast.Constant) and allow_pickle.value is False)
             )
-            or (module == "yaml" and func in UNSAFE_YAML)
+            or (module == "yaml" and func in UNSAFE_YAML and not _safe_yaml_loader(node, aliases, safe_loaders))
             or (isinstance(node.func, ast.Name) and node.func.id in ("eval", "exec") and node.func.id not in aliases)
         )
         if unsafe:
@@ -830,6 +850,20 @@ import numpy as np
 torch.load(p, weights_only=True); np.load(p); np.load(p, allow_pickle=False); yaml.safe_load(s); model.eval()
 """
     assert unsafe_loads(good) == []
+    loaders = """
+import yaml
+class Strict(yaml.SafeLoader):
+    pass
+class Loose(yaml.FullLoader):
+    pass
+yaml.load(s, Loader=Strict); yaml.load(s, Loader=yaml.SafeLoader)
+yaml.load(s, Loader=Loose); yaml.load(s, Loader=yaml.UnsafeLoader); yaml.full_load(s)
+"""
+    assert [hit.split(": ", 1)[1] for hit in unsafe_loads(loaders)] == [
+        "yaml.load(s, Loader=Loose)",
+        "yaml.load(s, Loader=yaml.UnsafeLoader)",
+        "yaml.full_load(s)",
+    ]
 
 
 def test_no_pickle_loading_in_the_library() -> None:

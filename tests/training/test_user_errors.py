@@ -31,7 +31,7 @@ MISTAKES = {
         {"afile": "text"},
         r"output_dir afile/run: afile is a file",
     ),
-    "negative seed": ([*SPT, "--seed", "-1"], {}, r"`seed` must be an integer from 0 to 2\*\*32 - 1, got -1 \(--seed"),
+    "negative seed": ([*SPT, "--seed", "-1"], {}, r"`seed` must be an integer from 0 to 4294967295, got -1 \(--seed"),
     "seed above 2**32 - 1": ([*SPT, "--seed", str(2**32)], {}, r"got 4294967296 \(--seed on the command line\)"),
     "negative learning rate": ([*SPT, "--learning_rate", "-1"], {}, r"`learning_rate` must be 0 or more, got -1"),
     "batch size 0": (
