@@ -25,6 +25,9 @@ INPUT_KINDS = ("tokens", "continuous")
 PROBLEM_TYPES = ("single_label_classification", "regression")
 SPT_TARGETS = ("tokens", "values", "levels")
 STORAGE_DTYPES = ("float32", "uint8")
+# How raw text becomes the symbols of a token vocabulary (what a saved tokenizer reproduces): UTF-8 bytes; one
+# symbol per character; whitespace-separated symbols; LRA's ListOps rule (parentheses dropped, then whitespace).
+TOKENIZATIONS = ("bytes", "chars", "whitespace", "listops")
 # options of ``load_task`` that are not task options (``get_task_spec`` accepts and ignores them)
 LOAD_OPTIONS = ("cache_dir", "split_seed", "validation_from", "num_train_examples", "train_fraction", "seed")
 
@@ -118,6 +121,8 @@ class TaskSpec:
         label_names: class names, written into the ``ClassLabel`` feature.
         paired: two documents per example (Retrieval): ``input_ids`` and ``input_ids_2``.
         append_eos: append the end token to every token sequence.
+        tokenization: how raw text maps to the symbols of ``vocab`` (one of ``TOKENIZATIONS``), so that a checkpoint
+            can carry a tokenizer for raw inputs; ``None`` where the inputs are not text.
         validation_size: size (fraction of train if < 1, else a count) of the validation split carved from train
             when the source has no validation split.
         split_sizes: train/validation/test fractions (or counts, when they sum to more than 1) of a source that
@@ -141,6 +146,7 @@ class TaskSpec:
     label_names: tuple[str, ...] | None = None
     paired: bool = False
     append_eos: bool = False
+    tokenization: str | None = None
     validation_size: float = 0.1
     split_sizes: tuple[float, float, float] = (0.8, 0.1, 0.1)
     storage_dtype: str = "float32"
@@ -170,6 +176,8 @@ class TaskSpec:
             raise ValueError(f"task {self.name!r}: spt_target='levels' needs num_quantized_levels")
         if self.normalization is not None and len(self.normalization.mean) != self.num_channels:
             raise ValueError(f"task {self.name!r}: normalisation has the wrong number of channels")
+        if self.tokenization is not None and (self.input_kind != "tokens" or self.tokenization not in TOKENIZATIONS):
+            raise ValueError(f"task {self.name!r}: tokenization={self.tokenization!r}; token tasks allow {TOKENIZATIONS}")
         if self.max_length < 1:
             raise ValueError(f"max_length must be positive, got {self.max_length}")
 

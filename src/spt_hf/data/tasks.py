@@ -107,6 +107,7 @@ class ListOpsTask(LraTsvTask):
 
     name: str = "listops"
     vocab: Vocabulary | None = LISTOPS_VOCAB
+    tokenization: str | None = "listops"
     max_length: int = 2048
     num_labels: int = 10
     append_eos: bool = True
@@ -130,6 +131,7 @@ class RetrievalTask(LraTsvTask):
 
     name: str = "retrieval"
     vocab: Vocabulary | None = BYTE_VOCAB
+    tokenization: str | None = "bytes"
     max_length: int = 4000
     num_labels: int = 2
     paired: bool = True
@@ -155,6 +157,7 @@ class TextTask(TaskSpec):
 
     name: str = "text"
     vocab: Vocabulary | None = BYTE_VOCAB
+    tokenization: str | None = "bytes"
     max_length: int = 4096
     num_labels: int = 2
     label_names: tuple[str, ...] | None = ("neg", "pos")
@@ -385,6 +388,7 @@ class DigitsTask(TaskSpec):
 
     name: str = "digits"
     vocab: Vocabulary | None = DIGITS_VOCAB
+    tokenization: str | None = "whitespace"  # the intensities 0-16 written as numbers between spaces
     max_length: int = 64
     num_labels: int = 10
     split_sizes: tuple[float, float, float] = (500, 400, 897)
@@ -398,6 +402,7 @@ class DigitsTask(TaskSpec):
             return cls(
                 input_kind="continuous",
                 vocab=None,
+                tokenization=None,
                 spt_target="values",
                 normalization=DIGITS_TO_UNIT,
                 num_quantized_levels=DIGITS_NUM_LEVELS,
