@@ -177,7 +177,9 @@ class TaskSpec:
         if self.normalization is not None and len(self.normalization.mean) != self.num_channels:
             raise ValueError(f"task {self.name!r}: normalisation has the wrong number of channels")
         if self.tokenization is not None and (self.input_kind != "tokens" or self.tokenization not in TOKENIZATIONS):
-            raise ValueError(f"task {self.name!r}: tokenization={self.tokenization!r}; token tasks allow {TOKENIZATIONS}")
+            raise ValueError(
+                f"task {self.name!r}: tokenization={self.tokenization!r}; token tasks allow {TOKENIZATIONS}"
+            )
         if self.max_length < 1:
             raise ValueError(f"max_length must be positive, got {self.max_length}")
 
