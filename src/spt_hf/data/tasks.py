@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .custom.task import CustomTask
 from .readers import hub_datasets, lra, offline, timeseries
 from .spec import LOAD_OPTIONS, DataFormatError, Normalization, RawSplits, Source, TaskSpec
 from .vocab import BYTE_VOCAB, DIGITS_NUM_LEVELS, DIGITS_VOCAB, EOS_ID, LISTOPS_VOCAB, Vocabulary
@@ -485,6 +486,7 @@ TASKS: dict[str, type[TaskSpec]] = {
         DigitsTask,
         FashionMnistTask,
         SpokenDigitsTask,
+        CustomTask,
     )
 }
 
@@ -493,8 +495,10 @@ def get_task_spec(name: str, **options: Any) -> TaskSpec:
     """The spec of task ``name`` with user ``options`` (see each task's ``OPTIONS``).
 
     ``load_task``'s own options (``LOAD_OPTIONS``: ``seed``, ``cache_dir``, ...) are accepted and ignored, so the
-    same option dict can be passed to both.
+    same option dict can be passed to both; those a task lists in its ``OPTIONS`` (the custom task's
+    ``split_seed`` and ``validation_from``, which decide its train split) reach it.
     """
     if name not in TASKS:
         raise KeyError(f"unknown task {name!r}; known tasks: {sorted(TASKS)}")
-    return TASKS[name].from_options(**{k: v for k, v in options.items() if k not in LOAD_OPTIONS})
+    cls = TASKS[name]
+    return cls.from_options(**{k: v for k, v in options.items() if k not in LOAD_OPTIONS or k in cls.OPTIONS})

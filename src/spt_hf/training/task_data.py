@@ -34,16 +34,20 @@ class TaskData:
         kwargs.pop("input_kind", None)
         kwargs.pop("num_labels", None)
         kwargs.pop("problem_type", None)
+        kwargs.pop("id2label", None)  # the head's (head_kwargs)
+        kwargs.pop("label2id", None)
         if self.spec.input_kind == "continuous" and not kwargs.get("num_quantized_levels"):
             kwargs.pop("num_quantized_levels", None)
         return kwargs
 
     def head_kwargs(self) -> dict:
         """Config fields of the finetuning head: labels, problem type and the task's default pooling."""
+        names = {k: v for k, v in self.spec.model_config_kwargs().items() if k in ("id2label", "label2id")}
         return {
             "num_labels": self.spec.num_labels,
             "problem_type": self.spec.problem_type,
             "pooling": self.spec.pooling,
+            **names,
         }
 
     def split_sizes(self) -> dict:
@@ -61,16 +65,17 @@ def load_task_data(recipe: Recipe) -> TaskData:
         data_dir, generated = str(generated_data_dir(data.task, data.generate_data)), dict(data.generate_data)
     elif data_dir is not None and not Path(data_dir).exists():
         raise FileNotFoundError(f"`data_dir` {data_dir} does not exist (task {data.task}).")
+    validation_from = options.pop("validation_from", data.validation_from)  # a custom task's option too
     splits = load_task(
         data.task,
         data_dir,
-        validation_from=data.validation_from,
+        validation_from=validation_from,
         num_train_examples=data.num_train_examples,
         train_fraction=data.train_fraction,
         seed=recipe.training.seed,
         **options,
     )
-    spec = fit_normalization(get_task_spec(data.task, **options), splits["train"])
+    spec = fit_normalization(get_task_spec(data.task, validation_from=validation_from, **options), splits["train"])
     tokenizer_source = backbone_tokenizer_source(recipe)
     if tokenizer_source is not None:  # spt_backbone with `backbone_input: tokenizer`: the backbone's own token ids
         from transformers import AutoTokenizer

@@ -1,0 +1,270 @@
+"""``task: custom``: a :class:`~spt_hf.data.spec.TaskSpec` whose every field is inferred from the user's data.
+
+``task_options`` name the source and, optionally, the columns and preprocessing (docs/own-data.md); the rest is
+inferred from the train split by :func:`~.infer.infer`. The inference is cached (a JSON file under the task cache,
+keyed by the options and the size and mtime of every source file) and memoised in the process, so building the spec
+again (``compare``, ``estimate`` and training all do) costs a directory listing. The result is a plain spec: token
+inputs get a fitted :class:`~spt_hf.data.vocab.Vocabulary` and a ``tokenization``; continuous inputs get their
+channels and a normalisation fitted on train (or per series). ``task_card`` is the JSON-able task card.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..spec import Normalization, RawSplits, Source, TaskSpec
+from ..vocab import BYTE_VOCAB, Vocabulary
+from .infer import infer, views, where_of
+from .inputs import TOKENIZATION, InputPlan, iter_rows
+from .labels import LabelPlan
+from .raw import RawSource
+from .splits import canonical_splits
+
+logger = logging.getLogger(__name__)
+INFERENCE_VERSION = 1
+SOURCE_KEYS = ("data_files", "data_dir", "hub_id", "hub_config", "hub_revision", "format")
+OPTION_KEYS = (
+    "input_column",
+    "input_columns",
+    "label_column",
+    "group_column",
+    "id_column",
+    "label_names",
+    "problem_type",
+    "tokenizer",
+    "alphabet",
+    "min_frequency",
+    "layout",
+    "normalization",
+    "missing",
+    "strip_patterns",
+    "max_length",
+    "max_length_cap",
+    "truncation",
+    "validation_size",
+    "test_size",
+    "split_seed",
+    "validation_from",
+    "leakage_check",
+    "unseen_labels",
+)
+_MEMO: dict[str, dict[str, Any]] = {}
+_WARNED: set[str] = set()
+
+
+def read_task_source(options: dict[str, Any], cache_dir: Path) -> RawSource:
+    """The raw splits of the source that ``options`` name (``spt_hf.data.custom.sources``)."""
+    from .sources import read_source
+
+    return read_source(options, cache_dir)
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _thawed(value: Any) -> Any:
+    """JSON-able plain values of an option (lists for tuples)."""
+    if isinstance(value, list | tuple):
+        return [_thawed(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _thawed(v) for k, v in value.items()}
+    return value
+
+
+def source_files(options: dict[str, Any]) -> list[Path]:
+    """The local files the options' source names (globs expanded, folders walked), for the cache keys."""
+    paths: list[str] = []
+    files = options.get("data_files")
+    for value in files.values() if isinstance(files, dict) else [files]:
+        for item in [value] if isinstance(value, str) else list(value or ()):
+            paths += sorted(glob.glob(str(item), recursive=True)) or [str(item)]
+    if options.get("data_dir"):
+        root = Path(options["data_dir"])
+        paths += [str(p) for p in sorted(root.rglob("*")) if p.is_file()] if root.is_dir() else [str(root)]
+    return [Path(p) for p in paths if Path(p).is_file()]
+
+
+def _tasks_root() -> Path:
+    from ..loading import default_cache_dir  # loading imports the tasks, so not at import time
+
+    return default_cache_dir()
+
+
+def inference_key(options: dict[str, Any]) -> str:
+    """A hash of the options and of the path, size and mtime of every source file."""
+    stats = [[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in source_files(options)]
+    payload = {"version": INFERENCE_VERSION, "options": options, "files": stats}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def cached_inference(options: dict[str, Any]) -> dict[str, Any]:
+    """The inference of ``options`` from the memo, the cache file, or :func:`infer` (then saved atomically)."""
+    key = inference_key(options)
+    if key in _MEMO:
+        return _MEMO[key]
+    path = _tasks_root() / "custom-inference" / f"{key}.json"
+    if path.is_file():
+        result = json.loads(path.read_text())
+    else:
+        result = infer(read_task_source(options, _tasks_root() / "sources"), options)
+        result = json.loads(json.dumps(result, default=_jsonable))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(result, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+    result["key"] = key
+    _MEMO[key] = result
+    return result
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, set | tuple):
+        return list(value)
+    return str(value)
+
+
+@dataclass(frozen=True)
+class CustomTask(TaskSpec):
+    """A user's own data (``task: custom``): the source is one of ``data_files``, ``data_dir`` or ``hub_id``;
+    every option is described in docs/own-data.md. Fields other than the options are inferred from train."""
+
+    name: str = "custom"
+    data_files: Any = None
+    data_dir: Any = None
+    hub_id: str | None = None
+    hub_config: str | None = None
+    hub_revision: str | None = None
+    format: str | None = None
+    input_column: str | None = None
+    input_columns: Any = None
+    label_column: str | None = None
+    group_column: str | None = None
+    id_column: str | None = None
+    label_names: Any = None
+    tokenizer: str | None = None
+    alphabet: str | None = None
+    min_frequency: int | None = None
+    layout: str | None = None
+    missing: str | None = None
+    strip_patterns: Any = None
+    max_length_cap: int | None = None
+    truncation: str | None = None
+    test_size: float | None = None
+    split_seed: int | None = None
+    validation_from: str | None = None
+    leakage_check: str | None = None
+    unseen_labels: str | None = None
+    inference: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    OPTIONS: ClassVar[tuple[str, ...]] = SOURCE_KEYS + OPTION_KEYS
+
+    @classmethod
+    def from_options(cls, **options: Any) -> TaskSpec:
+        """Infer the task from the source the options name (cached); unknown options raise naming the allowed."""
+        unknown = sorted(set(options) - set(cls.OPTIONS))
+        if unknown:
+            raise TypeError(f"task 'custom' got unknown options {unknown}; allowed: {list(cls.OPTIONS)}")
+        defaults = {"split_seed": 0, "validation_from": "train"}  # load_task passes them always
+        plain = {k: _thawed(v) for k, v in options.items() if v is not None and defaults.get(k, ...) != v}
+        found = cached_inference(plain)
+        _report_leakage(found, plain.get("leakage_check") or "warn")
+        labels, inputs = found["labels"], found["inputs"]
+        fields = {k: _frozen(v) for k, v in plain.items() if k not in ("normalization", "max_length", "label_names")}
+        kind = inputs["kind"]
+        if kind == "tokens":
+            tokenizer = inputs["tokenizer"]
+            vocab = BYTE_VOCAB if tokenizer == "bytes" else Vocabulary(inputs["symbols"], f"custom-{tokenizer}")
+            kind_fields = {"vocab": vocab, "tokenization": TOKENIZATION[tokenizer]}
+        else:
+            mean, std = found["normalization"]
+            kind_fields = {
+                "vocab": None,
+                "num_channels": inputs["num_channels"],
+                "normalization": Normalization(tuple(mean), tuple(std)),
+                "spt_target": "values",
+            }
+        regression = labels["problem_type"] == "regression"
+        return cls(
+            **fields,
+            **kind_fields,
+            input_kind=kind,
+            max_length=found["max_length"],
+            problem_type=labels["problem_type"],
+            num_labels=1 if regression else len(labels["names"]),
+            label_names=None if regression else tuple(labels["names"]),
+            metric="r2" if regression else "accuracy",
+            inference=found,
+        )
+
+    @property
+    def task_card(self) -> dict[str, Any]:
+        """The task card (JSON-able): source, columns, problem type and evidence, classes, lengths, leakage."""
+        return self.inference["card"]
+
+    def options(self) -> dict[str, Any]:
+        return {**super().options(), "inference": self.inference.get("key")}
+
+    def train_examples(self, validation_from: str = "train") -> int | None:
+        return self.inference["train_examples"]
+
+    def model_config_kwargs(self) -> dict[str, Any]:
+        kwargs = super().model_config_kwargs()
+        if self.label_names is not None:
+            kwargs["id2label"] = dict(enumerate(self.label_names))
+            kwargs["label2id"] = {name: i for i, name in enumerate(self.label_names)}
+        return kwargs
+
+    def locate(self, data_dir: str | Path | None) -> Source:
+        files = tuple(source_files(self.inference["options"]))
+        root = Path(self.data_dir) if self.data_dir else (files[0].parent if files else None)
+        return Source(root=root, files=files, hub_id=self.hub_id, extra={"key": self.inference["key"]})
+
+    def build(self, source: Source) -> RawSplits:
+        options = self.inference["options"]
+        raw = read_task_source(options, _tasks_root() / "sources")
+        labels = _label_plan(self.inference["labels"])
+        plan = InputPlan(**{k: tuple(v) if isinstance(v, list) else v for k, v in self.inference["inputs"].items()})
+        parts, _ = views(canonical_splits(raw.splits, where_of(raw)), labels, options, options.get("group_column"))
+        columns = list(dict.fromkeys([*plan.columns, labels.column]))
+        truncation = options.get("truncation") or "right"
+
+        def examples(split: str):
+            ds, rows = parts[split]
+            for index, row in iter_rows(ds, rows, columns):
+                where = f"{where_of(raw)} {split} row {index}"
+                label = labels.value(row[labels.column], where)
+                if label is not None:  # a class train lacks, with unseen_labels: drop
+                    yield {**plan.encode(row, where, self.max_length, truncation), "label": label}
+
+        return {split: (lambda s=split: examples(s)) for split in parts}
+
+
+def _label_plan(values: dict[str, Any]) -> LabelPlan:
+    return LabelPlan(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+
+def _report_leakage(found: dict[str, Any], check: str) -> None:
+    """``warn``: one log line per finding, once per process; ``error``: a one-line error naming the first."""
+    findings = found["card"]["leakage"].get("findings") or []
+    where = found["card"]["source"]["description"]
+    if check == "error" and findings:
+        more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+        raise ValueError(f"{where}: leakage: {findings[0]}{more}; fix the splits or set leakage_check: warn")
+    if check == "warn" and found["key"] not in _WARNED:
+        _WARNED.add(found["key"])
+        for line in findings:
+            logger.warning("spt_hf: %s: leakage: %s", where, line)

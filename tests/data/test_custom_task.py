@@ -1,0 +1,144 @@
+"""`task: custom` on small generated sources: what is inferred from train, the splits, the cache and the card."""
+
+from __future__ import annotations
+
+import datasets
+import numpy as np
+import pytest
+from custom_helpers import text_splits, use_source
+
+from spt_hf.data import get_task_spec, load_task
+from spt_hf.data.custom import task as custom_task
+from spt_hf.data.custom.raw import LabelHint
+from spt_hf.data.spec import DataFormatError
+
+
+def test_text_task_is_inferred_from_train_and_loads(monkeypatch, tmp_path):
+    options = use_source(monkeypatch, tmp_path, text_splits())
+    spec = get_task_spec("custom", **options)
+    assert spec.input_kind == "tokens" and spec.tokenization == "chars"
+    assert spec.label_names == ("neg", "pos") and spec.num_labels == 2
+    # the vocabulary holds the train characters only: the test digits "1000".."1009" add nothing unseen but "1"/"0"
+    assert set(spec.vocab.symbols) == set("abcd0123456789")
+    card = spec.task_card
+    assert card["splits"] == {"train": 36, "validation": 4, "test": 10}
+    assert card["label_counts"]["validation"] == {"neg": 2, "pos": 2}  # stratified
+    assert card["lengths"]["train"]["max"] == spec.max_length == 14
+    assert card["truncated"]["test"] == sum(len(t) > 14 for t in text_splits()["test"]["text"])
+    assert spec.model_config_kwargs()["id2label"] == {0: "neg", 1: "pos"}
+    splits = load_task("custom", **options)
+    assert {k: len(v) for k, v in splits.items()} == card["splits"]
+    first = text_splits()["train"]["text"][0]
+    assert splits["train"][0]["input_ids"] == spec.vocab.encode(first)
+
+
+def test_the_inference_is_cached_on_disk_and_in_the_process(monkeypatch, tmp_path):
+    options = use_source(monkeypatch, tmp_path, text_splits())
+    calls = []
+    reader = custom_task.read_task_source
+    monkeypatch.setattr(custom_task, "read_task_source", lambda *a: calls.append(1) or reader(*a))
+    first = get_task_spec("custom", **options)
+    custom_task._MEMO.clear()
+    second = get_task_spec("custom", **options)
+    assert calls == [1] and first == second and second.task_card == first.task_card
+
+
+def test_class_labels_follow_the_source_hint_and_natural_order(monkeypatch, tmp_path):
+    values = {"train": {"series": [[0.0, 1.0, 2.0]] * 6, "label": [0.0, 1.0, 2.0] * 2}}
+    values["test"] = values["train"]
+    hint = LabelHint("single_label_classification", ("0", "1", "2"), "@classLabel true 0 1 2", "label")
+    spec = get_task_spec("custom", **use_source(monkeypatch, tmp_path, values, hint=hint), validation_size=3)
+    assert spec.problem_type == "single_label_classification" and spec.label_names == ("0", "1", "2")
+    assert spec.task_card["problem_type_evidence"] == "@classLabel true 0 1 2"
+    values = {"train": {"series": [[0.0, 1.0]] * 6, "label": ["10", "2", "1"] * 2}}
+    values["test"] = values["train"]
+    spec = get_task_spec("custom", **use_source(monkeypatch, tmp_path, values), validation_size=3)
+    assert spec.label_names == ("1", "2", "10")
+    options = {**use_source(monkeypatch, tmp_path, values), "validation_size": 3, "label_names": ["10", "1", "2"]}
+    spec = get_task_spec("custom", **options)
+    assert spec.label_names == ("10", "1", "2")
+
+
+def test_float_targets_are_a_regression_and_class_label_features_win(monkeypatch, tmp_path):
+    values = {"train": {"series": [[0.0, 1.0]] * 10, "target": [0.5 * i for i in range(10)]}}
+    spec = get_task_spec("custom", **use_source(monkeypatch, tmp_path, values))
+    assert spec.is_regression and spec.metric == "r2" and "float values" in spec.task_card["problem_type_evidence"]
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=["b", "a"])})
+    values = {"train": {"text": ["xy", "yx"] * 4, "label": [0, 1] * 4}}
+    spec = get_task_spec("custom", **use_source(monkeypatch, tmp_path, values, {"train": features}))
+    assert spec.label_names == ("b", "a") and "ClassLabel" in spec.task_card["problem_type_evidence"]
+
+
+@pytest.mark.parametrize(
+    ("splits", "options", "message"),
+    [
+        ({"train": {"text": ["a", "b"] * 4, "label": ["1", "x"] * 4}}, {}, "mixes numbers ('1') and text ('x')"),
+        ({"train": {"body": ["a", "b"], "what": [0, 1], "other": [1, 2]}}, {}, "columns: ['body', 'what', 'other']"),
+        ({"train": {"text": ["a", "b"] * 4, "label": [0, 1] * 4}}, {"input_column": "txt"}, "no column 'txt'"),
+        (
+            {"train": {"text": ["ab", "ba", "ab"], "label": [0, 1, 1]}, "test": {"text": ["ab"], "label": [0]}},
+            {"validation_size": 1},
+            "class '0' has a single training example",
+        ),
+        ({"train": {"text": ["ab", ""] * 4, "label": [0, 1] * 4}}, {}, "empty input in column 'text'"),
+        ({"train": {"text": ["ab"] * 8, "label": [0, 1] * 4}, "test": {"text": ["ab"], "label": [7]}}, {}, "['7']"),
+        ({"train": {"series": [[1.0, None]] * 8, "label": [0, 1] * 4}}, {}, "missing value (NaN or '?') at step 1"),
+    ],
+)
+def test_bad_sources_fail_with_one_line(monkeypatch, tmp_path, splits, options, message):
+    with pytest.raises(ValueError, match=".*") as error:
+        get_task_spec("custom", **use_source(monkeypatch, tmp_path, splits), **options)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_unseen_labels_can_be_dropped(monkeypatch, tmp_path):
+    splits = {"train": {"text": ["ab", "ba"] * 4, "label": [0, 1] * 4}, "test": {"text": ["ab", "b"], "label": [7, 0]}}
+    options = {**use_source(monkeypatch, tmp_path, splits), "unseen_labels": "drop"}
+    assert get_task_spec("custom", **options).task_card["unseen_labels_dropped"] == {"test": 1}
+    assert len(load_task("custom", **options)["test"]) == 1
+
+
+def test_series_layout_channels_normalisation_and_missing_values(monkeypatch, tmp_path):
+    rng = np.random.default_rng(0)
+    series = [rng.normal(3.0, 2.0, size=(2, 5 + i % 4)).tolist() for i in range(12)]  # (C, L), unequal lengths
+    series[0][1][2] = None
+    splits = {"train": {"series": series, "label": ["a", "b"] * 6}}
+    options = {**use_source(monkeypatch, tmp_path, splits), "missing": "ffill", "validation_size": 2, "test_size": 2}
+    spec = get_task_spec("custom", **options)
+    assert spec.input_kind == "continuous" and spec.num_channels == 2 and spec.task_card["layout"] == "channels_first"
+    loaded = load_task("custom", **options)
+    assert len(loaded["train"][0]["input_values"]) == 2 * (5 + 0)  # stored flat, L·C values
+    values = np.concatenate([np.asarray(v).reshape(-1, 2) for v in loaded["train"]["input_values"]])
+    np.testing.assert_allclose(spec.normalization.mean, values.mean(0), rtol=1e-5)
+    assert values[2, 1] == values[1, 1]  # the missing step took the step before it
+    per_series = get_task_spec("custom", **options, normalization="per_series")
+    assert per_series.normalization.mean == (0.0, 0.0)
+    first = load_task("custom", **options, normalization="per_series")["test"][0]["input_values"]
+    assert np.allclose(np.asarray(first).reshape(-1, 2).mean(0), 0, atol=1e-5)
+
+
+def test_ragged_channels_are_refused(monkeypatch, tmp_path):
+    splits = {"train": {"series": [[[1.0, 2.0]] * 5, [[1.0, 2.0, 3.0]] * 4] * 4, "label": [0, 1] * 4}}
+    with pytest.raises(DataFormatError, match="ragged channel counts"):
+        get_task_spec("custom", **use_source(monkeypatch, tmp_path, splits))
+
+
+def test_groups_stay_in_one_split_and_lengths_follow_the_options(monkeypatch, tmp_path):
+    n = 60
+    splits = {"train": {"text": ["ab" * (1 + i % 7) for i in range(n)], "label": [i % 2 for i in range(n)]}}
+    splits["train"]["patient"] = [i // 4 for i in range(n)]
+    options = {**use_source(monkeypatch, tmp_path, splits), "group_column": "patient", "leakage_check": "off"}
+    loaded_spec = get_task_spec("custom", **options, max_length=5, truncation="left")
+    assert loaded_spec.max_length == 5 and loaded_spec.task_card["truncated"]["train"] > 0
+    assert get_task_spec("custom", **options, max_length_cap=6).max_length == 6
+    key = custom_task.inference_key({k: v for k, v in options.items()})
+    assert key == custom_task.inference_key(dict(options))
+    parts, _ = custom_task.views(
+        {"train": datasets.Dataset.from_dict(splits["train"])},
+        custom_task._label_plan(loaded_spec.inference["labels"]),
+        options,
+        "patient",
+    )
+    groups = [set(np.asarray(splits["train"]["patient"])[rows]) for _, rows in parts.values()]
+    assert not (groups[0] & groups[1]) and not (groups[0] & groups[2]) and not (groups[1] & groups[2])
+    assert load_task("custom", **options, max_length=5, truncation="left")["train"][0]["input_ids"][-1] == 4 + 1
