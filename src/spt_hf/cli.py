@@ -6,6 +6,7 @@ the one way their errors are shown.
     spt-hf run --config RECIPE-spt.yaml [--with_scratch]     SPT, finetuning (and the scratch baseline), the report
     spt-hf compare --tasks T... --architectures A... [...]   the comparison table over seeds, resumable
     spt-hf estimate --config RECIPE.yaml                     memory, FLOPs and steps of a phase (also --dry_run)
+    spt-hf inspect --task_config TASK.yaml [--json]          what a custom task infers from its data
     spt-hf report RUN_DIR [RUN_DIR ...]                      the comparison table and plots of finished runs
     spt-hf push RUN_OR_CHECKPOINT_DIR --repo_id NAME         a checkpoint and its model card to the Hub
     spt-hf generate-data TASK --output_dir DIR --num_train N ...  ListOps / Pathfinder data in the LRA layout
@@ -25,7 +26,7 @@ import traceback
 from pathlib import Path
 
 from . import register_auto_classes
-from .commands import compare, demo, estimate, generate_data, push, recipes, report, train
+from .commands import compare, demo, estimate, generate_data, inspect, push, recipes, report, train
 from .commands.options import DeclaredOnUse
 from .phases import PHASE_COMMANDS
 
@@ -43,7 +44,17 @@ USER_ERRORS = (
 )
 # The commands that an interrupt leaves resumable: the same command again goes on from the last checkpoints.
 RESUMABLE = ("spt", "finetune", "run", "compare", "demo")
-COMMANDS = (train, estimate, compare, report, push, generate_data, recipes, demo)  # as `spt-hf --help` lists them
+COMMANDS = (
+    train,
+    estimate,
+    compare,
+    inspect,
+    report,
+    push,
+    generate_data,
+    recipes,
+    demo,
+)  # as `spt-hf --help` lists them
 
 
 def main(argv: list[str] | None = None) -> int:

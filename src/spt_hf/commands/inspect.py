@@ -1,0 +1,71 @@
+"""`spt-hf inspect --task_config TASK.yaml`: what a custom task infers from its data, before anything is trained.
+
+It prints the source and split sizes, the input kind, the vocabulary size or channels, the length distribution per
+split and how many examples `max_length` truncates, the problem type with its evidence, the classes with their counts
+per split, and the leakage report; `--json` prints the task card as one JSON object (keys `problem_type`,
+`num_labels`, `label_names`, `input_kind`, `vocab_size` or `num_channels`, `max_length`, `splits`, `lengths`,
+`leakage`, ...).
+"""
+
+import argparse
+import json
+
+from .options import add_command, spellings
+
+
+def add_parsers(commands, common: argparse.ArgumentParser) -> None:
+    parser = add_command(
+        commands, common, "inspect", inspect_command, "what a custom task infers from its data (nothing is trained)"
+    )
+    parser.add_argument(
+        *spellings("--task_config"), required=True, help="a task file: `task: custom` and `task_options:`"
+    )
+    parser.add_argument("--json", action="store_true", help="print the task card as one JSON object")
+
+
+def inspect_command(args, rest: list[str]) -> int:
+    from ..data import get_task_spec
+    from ..training.task_file import read_task_file
+
+    task, options = read_task_file(args.task_config)
+    spec = get_task_spec(task, **options)
+    card = getattr(spec, "task_card", None)
+    if not isinstance(card, dict):
+        raise ValueError(f"{args.task_config}: `spt-hf inspect` describes `task: custom` files; {task!r} is built in")
+    print(json.dumps(card, indent=1) if args.json else "\n".join(card_lines(card)))
+    return 0
+
+
+def card_lines(card: dict) -> list[str]:
+    """The task card as lines of text for a terminal."""
+    source = card["source"]
+    lines = [f"source: {source['description']} ({source['kind']})"]
+    lines.append("splits: " + ", ".join(f"{s} {n} ({card['split_origin'][s]})" for s, n in card["splits"].items()))
+    if card["input_kind"] == "tokens":
+        lines.append(f"inputs: tokens ({card['tokenizer']}), vocabulary of {card['vocab_size']} with 4 special tokens")
+    else:
+        norm = card["normalization"]["mode"]
+        lines.append(
+            f"inputs: continuous, {card['num_channels']} channel(s), {card['layout']}, normalisation {norm}, "
+            f"missing values: {card['missing']}"
+        )
+    lines.append(f"columns: {card['columns']}")
+    lines.append(f"max_length: {card['max_length']} ({card['max_length_rule']}), truncation {card['truncation']}")
+    for split, summary in card["lengths"].items():
+        lines.append(
+            f"  {split}: length min {summary['min']}, median {summary['median']:g}, max {summary['max']}; "
+            f"{card['truncated'][split]} truncated"
+        )
+    lines.append(f"problem type: {card['problem_type']} ({card['problem_type_evidence']})")
+    if card.get("label_counts"):
+        lines.append(f"classes ({card['num_labels']}): " + ", ".join(card["label_names"]))
+        for split, counts in card["label_counts"].items():
+            lines.append(f"  {split}: " + ", ".join(f"{name} {n}" for name, n in counts.items()))
+    leakage = card["leakage"]
+    if leakage.get("check") == "off":
+        lines.append("leakage: not checked (leakage_check: off)")
+    else:
+        dupes = ", ".join(f"{pair} {n}" for pair, n in leakage["duplicates"].items())
+        lines.append(f"leakage: duplicates {dupes}; group overlap {leakage['group_overlap']}")
+        lines += [f"  warning: {line}" for line in leakage["findings"]] or ["  no findings"]
+    return lines
