@@ -1,0 +1,46 @@
+"""`task: custom` through the pipeline: SPT then finetuning on a tiny source, labels named in the saved config."""
+
+import json
+
+from custom_helpers import text_splits, use_source
+
+from spt_hf.training import load_recipe
+from spt_hf.training.pipeline import run
+
+TINY = {
+    "model_type": "spt_rotary_transformer",
+    "num_attention_heads": 2,
+    "intermediate_size": 32,
+    "hidden_size": 16,
+    "num_hidden_layers": 1,
+    "per_device_train_batch_size": 8,
+    "per_device_eval_batch_size": 16,
+    "learning_rate": 3e-3,
+    "max_steps": 4,
+    "eval_strategy": "steps",
+    "eval_steps": 2,
+    "save_strategy": "steps",
+    "save_steps": 2,
+    "logging_steps": 2,
+    "seed": 0,
+}
+
+
+def test_spt_then_finetune_on_a_custom_task(monkeypatch, tmp_path):
+    options = use_source(monkeypatch, tmp_path, text_splits(48, 16))
+    common = {
+        "task": "custom",
+        "task_options": {**options, "split_seed": 1},
+        **TINY,
+        "output_dir": str(tmp_path / "run"),
+    }
+    (tmp_path / "spt.yaml").write_text(json.dumps({**common, "objective": "masked"}))
+    (tmp_path / "finetune.yaml").write_text(json.dumps(common))
+    summary = run(load_recipe(tmp_path / "spt.yaml"), load_recipe(tmp_path / "finetune.yaml"))
+    assert summary["phases"]["finetune"]["init"]["kind"] == "spt"
+    result = json.loads((tmp_path / "run" / "finetune" / "results.json").read_text())
+    assert result["data"]["split_sizes"] == {"train": 43, "validation": 5, "test": 16}
+    assert result["metrics"]["test"]
+    saved = next((tmp_path / "run" / "finetune").rglob("config.json"))
+    config = json.loads(saved.read_text())
+    assert config["id2label"] == {"0": "neg", "1": "pos"} and config["vocab_size"] == 18
