@@ -91,6 +91,13 @@ def test_bad_sources_fail_with_one_line(monkeypatch, tmp_path, splits, options, 
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
+def test_a_custom_task_needs_a_source():
+    with pytest.raises(
+        ValueError, match="task 'custom' needs a source in task_options: data_files, data_dir or hub_id"
+    ):
+        get_task_spec("custom")
+
+
 def test_unseen_labels_can_be_dropped(monkeypatch, tmp_path):
     splits = {"train": {"text": ["ab", "ba"] * 4, "label": [0, 1] * 4}, "test": {"text": ["ab", "b"], "label": [7, 0]}}
     options = {**use_source(monkeypatch, tmp_path, splits), "unseen_labels": "drop"}

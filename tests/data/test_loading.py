@@ -85,7 +85,7 @@ def test_every_spec_is_consistent() -> None:
         "spoken_digits",
     }
     assert expected <= set(TASKS)
-    for name in TASKS:
+    for name in set(TASKS) - {"custom"}:  # the custom task needs a source (tests/data/test_custom_task.py)
         spec = get_task_spec(name)
         kwargs = spec.model_config_kwargs()
         assert spec.name == name and kwargs["num_labels"] == spec.num_labels

@@ -180,6 +180,10 @@ class CustomTask(TaskSpec):
             raise TypeError(f"task 'custom' got unknown options {unknown}; allowed: {list(cls.OPTIONS)}")
         defaults = {"split_seed": 0, "validation_from": "train"}  # load_task passes them always
         plain = {k: _thawed(v) for k, v in options.items() if v is not None and defaults.get(k, ...) != v}
+        if not any(plain.get(k) for k in ("data_files", "data_dir", "hub_id")):
+            raise ValueError(
+                "task 'custom' needs a source in task_options: data_files, data_dir or hub_id (docs/own-data.md)"
+            )
         found = cached_inference(plain)
         _report_leakage(found, plain.get("leakage_check") or "warn")
         labels, inputs = found["labels"], found["inputs"]
