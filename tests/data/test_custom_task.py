@@ -149,3 +149,37 @@ def test_groups_stay_in_one_split_and_lengths_follow_the_options(monkeypatch, tm
     groups = [set(np.asarray(splits["train"]["patient"])[rows]) for _, rows in parts.values()]
     assert not (groups[0] & groups[1]) and not (groups[0] & groups[2]) and not (groups[1] & groups[2])
     assert load_task("custom", **options, max_length=5, truncation="left")["train"][0]["input_ids"][-1] == 4 + 1
+
+
+@pytest.mark.parametrize(
+    ("options", "tokenization", "symbols", "first_ids"),
+    [
+        ({"tokenizer": "bytes"}, "bytes", None, [4 + ord("A"), 4 + ord("C")]),
+        ({"tokenizer": "alphabet", "alphabet": "ACG"}, "chars", ("A", "C", "G"), [4, 5, 6, 3]),
+        ({"min_frequency": 5}, "chars", ("A", "C", "G"), [4, 5, 6, 3]),
+        ({"strip_patterns": ["^>.*\n"]}, "chars", ("A", "C", "G", "T"), [4, 5, 6, 7]),
+    ],
+)
+def test_tokenizers_and_vocabularies_are_fitted_on_train(
+    monkeypatch, tmp_path, options, tokenization, symbols, first_ids
+):
+    texts = [">header\nACGT", "ACGA", "CCGG", "GACA", "AACG", "GGCA"] * 2  # T: once in train (first text)
+    texts[6] = "AAAA"
+    splits = {"train": {"text": texts, "label": [0, 1] * 6}, "test": {"text": ["ACGT", "TT"], "label": [0, 1]}}
+    spec = get_task_spec("custom", **use_source(monkeypatch, tmp_path, splits), validation_size=2, **options)
+    assert spec.tokenization == tokenization
+    if symbols is not None:
+        assert spec.vocab.symbols == symbols
+    ids = load_task("custom", **use_source(monkeypatch, tmp_path, splits), validation_size=2, **options)["test"][0]
+    assert ids["input_ids"][:2] == first_ids[:2] and (symbols is None or ids["input_ids"] == first_ids)
+
+
+def test_integer_ids_keep_their_numeric_order(monkeypatch, tmp_path):
+    splits = {
+        "train": {"ids": [[3, 10, 2], [2, 2, 10]] * 4, "label": [0, 1] * 4},
+        "test": {"ids": [[10, 7]], "label": [1]},
+    }
+    options = {**use_source(monkeypatch, tmp_path, splits), "tokenizer": "ids", "validation_size": 2}
+    spec = get_task_spec("custom", **options)
+    assert spec.vocab.symbols == ("2", "3", "10") and spec.tokenization == "whitespace"
+    assert load_task("custom", **options)["test"][0]["input_ids"] == [6, 3]

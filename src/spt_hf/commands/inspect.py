@@ -24,9 +24,12 @@ def add_parsers(commands, common: argparse.ArgumentParser) -> None:
 
 
 def inspect_command(args, rest: list[str]) -> int:
+    import datasets
+
     from ..data import get_task_spec
     from ..training.task_file import read_task_file
 
+    datasets.disable_progress_bars()  # the source's reading: the card is the output
     task, options = read_task_file(args.task_config)
     spec = get_task_spec(task, **options)
     card = getattr(spec, "task_card", None)
