@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 from custom_helpers import text_splits, use_source
 
 from spt_hf.training import load_recipe
@@ -44,3 +45,19 @@ def test_spt_then_finetune_on_a_custom_task(monkeypatch, tmp_path):
     saved = next((tmp_path / "run" / "finetune").rglob("config.json"))
     config = json.loads(saved.read_text())
     assert config["id2label"] == {"0": "neg", "1": "pos"} and config["vocab_size"] == 18
+
+
+def test_a_multichannel_series_task_pretrains_on_values_and_finetunes(monkeypatch, tmp_path):
+    rng = np.random.default_rng(0)
+    labels = ["up", "down"] * 20
+    series = [
+        (rng.normal(size=(3, 12 + i % 5)) + (1.0 if label == "up" else -1.0)).tolist() for i, label in enumerate(labels)
+    ]
+    options = use_source(monkeypatch, tmp_path, {"train": {"series": series, "label": labels}})
+    common = {"task": "custom", "task_options": options, **TINY, "output_dir": str(tmp_path / "run")}
+    (tmp_path / "spt.yaml").write_text(json.dumps({**common, "objective": "masked"}))
+    (tmp_path / "finetune.yaml").write_text(json.dumps(common))
+    summary = run(load_recipe(tmp_path / "spt.yaml"), load_recipe(tmp_path / "finetune.yaml"))
+    assert summary["phases"]["spt"]["metrics"]["metric_for_best_model"] == "loss"
+    config = json.loads(next((tmp_path / "run" / "finetune").rglob("config.json")).read_text())
+    assert config["num_channels"] == 3 and config["id2label"] == {"0": "down", "1": "up"}
