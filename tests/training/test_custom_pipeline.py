@@ -3,8 +3,10 @@
 import json
 
 import numpy as np
+import pytest
 from custom_helpers import text_splits, use_source
 
+from spt_hf.cli import main as cli_main
 from spt_hf.training import load_recipe
 from spt_hf.training.pipeline import run
 
@@ -61,3 +63,22 @@ def test_a_multichannel_series_task_pretrains_on_values_and_finetunes(monkeypatc
     assert summary["phases"]["spt"]["metrics"]["metric_for_best_model"] == "loss"
     config = json.loads(next((tmp_path / "run" / "finetune").rglob("config.json")).read_text())
     assert config["num_channels"] == 3 and config["id2label"] == {"0": "down", "1": "up"}
+
+
+def test_spt_hf_spt_then_finetune_on_a_csv_file(tmp_path):
+    pytest.importorskip("spt_hf.data.custom.sources", reason="the custom task's source readers are not installed")
+    rows = [
+        "text,label",
+        *(f"{'abab' if i % 2 else 'cdcd'}{i},{'pos' if i % 2 else 'neg'}" for i in range(60)),
+    ]
+    (tmp_path / "reviews.csv").write_text("\n".join(rows) + "\n")
+    options = {"data_files": str(tmp_path / "reviews.csv"), "leakage_check": "off"}
+    common = {"task": "custom", "task_options": options, **TINY, "output_dir": str(tmp_path / "run")}
+    (tmp_path / "spt.yaml").write_text(json.dumps({**common, "objective": "masked"}))
+    (tmp_path / "finetune.yaml").write_text(json.dumps(common))
+    assert cli_main(["spt", "--config", str(tmp_path / "spt.yaml")]) == 0
+    spt_dir = str(tmp_path / "run" / "spt")
+    assert cli_main(["finetune", "--config", str(tmp_path / "finetune.yaml"), "--model_name_or_path", spt_dir]) == 0
+    result = json.loads((tmp_path / "run" / "finetune" / "results.json").read_text())
+    assert result["data"]["split_sizes"] == {"train": 49, "validation": 5, "test": 6}
+    assert result["metrics"]["test"]
