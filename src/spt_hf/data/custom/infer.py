@@ -25,6 +25,7 @@ from .splits import canonical_splits, carve
 MAX_LENGTH_CAP = 16384  # default cap of `max_length: auto` (the longest train example)
 TRUNCATIONS = ("right", "left")
 UNSEEN_LABELS = ("error", "drop")
+CARVED_SIZE = 0.1  # default validation_size and test_size: the part of train carved for a split the source lacks
 
 View = tuple[datasets.Dataset, "np.ndarray | None"]
 
@@ -64,7 +65,7 @@ def views(
     if "validation" in wanted and options.get("validation_from") == "test":
         wanted.remove("validation")
     for split in wanted:
-        size = float(options.get(f"{split}_size") or 0.1)
+        size = float(options.get(f"{split}_size", CARVED_SIZE))
         keep, cut = carve(
             len(rows),
             strata[rows] if strata is not None else None,
