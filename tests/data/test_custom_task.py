@@ -183,3 +183,14 @@ def test_integer_ids_keep_their_numeric_order(monkeypatch, tmp_path):
     spec = get_task_spec("custom", **options)
     assert spec.vocab.symbols == ("2", "3", "10") and spec.tokenization == "whitespace"
     assert load_task("custom", **options)["test"][0]["input_ids"] == [6, 3]
+
+
+def test_other_splits_are_left_out_and_unlabelled_class_label_rows_refused(monkeypatch, tmp_path):
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=["n", "p"])})
+    labelled = {"text": ["ab", "ba", "abb", "baa"] * 3, "label": [0, 1] * 6}
+    splits = {"train": labelled, "test": labelled, "unsupervised": {"text": ["zz"], "label": [-1]}}
+    options = use_source(monkeypatch, tmp_path, splits, dict.fromkeys(splits, features))
+    assert set(get_task_spec("custom", **options).task_card["splits"]) == {"train", "validation", "test"}
+    splits = {"train": labelled, "test": {"text": ["ab", "zz"], "label": [0, -1]}}
+    with pytest.raises(DataFormatError, match="test row 1: no label in column 'label'; fill it in or drop the row"):
+        get_task_spec("custom", **use_source(monkeypatch, tmp_path, splits, dict.fromkeys(splits, features)))

@@ -72,7 +72,8 @@ class LabelPlan:
 
     def value(self, raw: Any, where: str) -> int | float | None:
         """The label of one example: a class id, or a float; ``None`` for a class train lacks."""
-        if raw is None or (isinstance(raw, float) and math.isnan(raw)):
+        unlabelled = self.feature_names is not None and isinstance(raw, int) and raw < 0  # ClassLabel's -1
+        if raw is None or unlabelled or (isinstance(raw, float) and math.isnan(raw)):
             raise DataFormatError(f"{where}: no label in column {self.column!r}; fill it in or drop the row")
         if self.problem_type == "regression":
             number = raw if isinstance(raw, int | float) else _number(str(raw))
@@ -103,11 +104,11 @@ def infer_labels(
     """The label plan of ``column`` from the train split (the options ``problem_type`` and ``label_names`` win)."""
     feature = train.features[column]
     values = train[column]
-    missing = next((i for i, v in enumerate(values) if v is None), None)
+    feature_names = tuple(feature.names) if isinstance(feature, datasets.ClassLabel) else None
+    missing = next((i for i, v in enumerate(values) if v is None or (feature_names is not None and v < 0)), None)
     if missing is not None:
         raise DataFormatError(f"{where} row {missing}: no label in column {column!r}; fill it in or drop the row")
     hint = hint if hint is not None and hint.column == column else None
-    feature_names = tuple(feature.names) if isinstance(feature, datasets.ClassLabel) else None
     problem, evidence = _problem_type(values, feature_names, hint, options, column)
     if problem not in PROBLEM_TYPES:
         raise ValueError(f"problem_type={problem!r}; allowed: {list(PROBLEM_TYPES)}")

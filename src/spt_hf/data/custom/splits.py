@@ -29,18 +29,15 @@ SPLIT_ALIASES = {
 
 
 def canonical_splits(splits: dict[str, datasets.Dataset], where: str) -> dict[str, datasets.Dataset]:
-    """The source's splits under the names ``train``/``validation``/``test``; a lone split of another name is train."""
+    """The source's splits under the names ``train``/``validation``/``test``; a lone split of another name is train.
+    Other splits (IMDb's ``unsupervised``) are left out."""
     named: dict[str, datasets.Dataset] = {}
     for name, ds in splits.items():
-        canon = SPLIT_ALIASES.get(name.lower())
-        if canon is None and len(splits) == 1:
-            canon = "train"
-        if canon is None or canon in named:
-            raise DataFormatError(
-                f"{where}: split {name!r} is not one of train/validation/test (splits: {sorted(splits)}); "
-                "name the files or folders train, validation and test"
-            )
-        named[canon] = ds
+        canon = SPLIT_ALIASES.get(name.lower(), "train" if len(splits) == 1 else None)
+        if canon is not None and canon in named:
+            raise DataFormatError(f"{where}: splits {sorted(splits)} name the {canon} split twice; keep one of them")
+        if canon is not None:
+            named[canon] = ds
     if "train" not in named:
         raise DataFormatError(f"{where}: no train split (splits: {sorted(splits)}); name one file or folder train")
     return named
