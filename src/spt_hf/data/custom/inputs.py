@@ -85,14 +85,14 @@ class InputPlan:
             raise DataFormatError(f"{where}: empty input in column {self.columns[0]!r}; drop the row or fill it in")
         return value
 
-    def tokens(self, row: dict, where: str) -> list[str] | bytes:
+    def tokens(self, row: dict, where: str) -> list[str] | str | bytes:
         """The symbols of a token row (bytes for the ``bytes`` tokenizer)."""
         value = self.text(row, where)
         if self.tokenizer == "bytes":
             return value.encode("utf-8") if isinstance(value, str) else bytes(value)
         if isinstance(value, list):
             return [str(int(v)) if isinstance(v, float) else str(v) for v in value]
-        return value.split() if self.tokenizer in ("whitespace", "ids") else list(value)
+        return value.split() if self.tokenizer in ("whitespace", "ids") else value  # a str: its characters
 
     def series(self, row: dict, where: str) -> np.ndarray:
         """The ``(L, C)`` float64 values of a continuous row, missing values handled by ``missing``."""
