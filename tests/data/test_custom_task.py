@@ -46,10 +46,10 @@ def test_the_inference_is_cached_on_disk_and_in_the_process(monkeypatch, tmp_pat
 def test_class_labels_follow_the_source_hint_and_natural_order(monkeypatch, tmp_path):
     values = {"train": {"series": [[0.0, 1.0, 2.0]] * 6, "label": [0.0, 1.0, 2.0] * 2}}
     values["test"] = values["train"]
-    hint = LabelHint("single_label_classification", ("0", "1", "2"), "@classLabel true 0 1 2", "label")
+    hint = LabelHint("single_label_classification", ("2", "0", "1"), "@classLabel true 2 0 1", "label")
     spec = get_task_spec("custom", **use_source(monkeypatch, tmp_path, values, hint=hint), validation_size=3)
     assert spec.problem_type == "single_label_classification" and spec.label_names == ("0", "1", "2")
-    assert spec.task_card["problem_type_evidence"] == "@classLabel true 0 1 2"
+    assert spec.task_card["problem_type_evidence"] == "@classLabel true 2 0 1"  # in natural order all the same
     values = {"train": {"series": [[0.0, 1.0]] * 6, "label": ["10", "2", "1"] * 2}}
     values["test"] = values["train"]
     spec = get_task_spec("custom", **use_source(monkeypatch, tmp_path, values), validation_size=3)

@@ -3,7 +3,8 @@
 Inferred from the train split only. A ``ClassLabel`` feature or the source's own hint (``.ts`` ``@classLabel``) wins
 over the values' type, because real archives store classes as ``0.0/1.0/2.0``. Otherwise text and integers are
 classes, integer-valued floats with few distinct values are classes, and other floats are a regression target.
-Classes are in natural order (numbers numerically, ``"2" < "10"``) unless ``label_names`` gives the order.
+Classes are in natural order (numbers numerically, ``"2" < "10"``; a ``.ts`` header's classes too) unless
+``label_names`` gives the order; a ``ClassLabel`` feature keeps its own order (its values are indices into it).
 """
 
 from __future__ import annotations
@@ -125,9 +126,8 @@ def infer_labels(
             raise ValueError(f"label_names {names} must list each class once; train also has {extra}")
     elif feature_names is not None:
         names = list(feature_names)
-    elif hint is not None and hint.class_names:
-        names = [label_text(n) for n in hint.class_names]
-        names += natural_order(sorted(set(seen) - set(names)))
+    elif hint is not None and hint.class_names:  # the declared classes, a class train lacks too, in natural order
+        names = natural_order(sorted({label_text(n) for n in hint.class_names} | set(seen)))
     else:
         names = natural_order(seen)
     if len(names) < 2:
