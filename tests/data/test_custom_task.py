@@ -101,7 +101,8 @@ def test_a_custom_task_needs_a_source():
 def test_unseen_labels_can_be_dropped(monkeypatch, tmp_path):
     splits = {"train": {"text": ["ab", "ba"] * 4, "label": [0, 1] * 4}, "test": {"text": ["ab", "b"], "label": [7, 0]}}
     options = {**use_source(monkeypatch, tmp_path, splits), "unseen_labels": "drop"}
-    assert get_task_spec("custom", **options).task_card["unseen_labels_dropped"] == {"test": 1}
+    card = get_task_spec("custom", **options).task_card
+    assert card["unseen_labels_dropped"] == {"test": 1} and card["splits"]["test"] == 1
     assert len(load_task("custom", **options)["test"]) == 1
 
 

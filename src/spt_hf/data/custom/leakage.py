@@ -63,10 +63,10 @@ def scan_split(
         at = f"{where} row {index}"
         label = labels.value(row[labels.column], at)
         name = labels.text(row[labels.column]) if labels.names is not None else ""
-        if label is None:
+        if label is None:  # a class train lacks: an error, or left out (unseen_labels: drop)
             stats.unseen[name] += 1
-        else:
-            stats.labels[name] += 1
+            continue
+        stats.labels[name] += 1
         for column in plan.columns:
             if stats.input_is_label[column] and str(row[column]).strip() != str(row[labels.column]).strip():
                 stats.input_is_label[column] = False
