@@ -211,23 +211,23 @@ def sourced_recipes(
 
 
 def write_recipes(
-    recipes: dict[str, tuple[dict, str]], folder: Path, origin: str, overwrite: bool = False
+    recipes: dict[str, tuple[dict, str]], folder: Path, origin: str, overwrite: bool = False, fix: str | None = None
 ) -> list[Path]:
     """Write `sourced_recipes` into `folder` as editable YAML, each with a header naming where it comes from. An
-    existing file that differs is refused (one line) unless `overwrite`; an identical one is left as it is. Nothing is
-    written when one file is refused."""
+    existing file that differs is refused (one line, ending in `fix`) unless `overwrite`; an identical one is left as
+    it is. Nothing is written when one file is refused."""
     import yaml
 
     folder = Path(folder)
     texts = {}
     for filename, (values, source) in recipes.items():
-        header = f"# {origin}; values of the shipped recipe {source}, the task's own filled in. Edit freely.\n"
+        header = f"# {origin};\n# values of the shipped recipe {source}, the task's own filled in. Edit freely.\n"
         texts[folder / filename] = header + yaml.safe_dump(values, sort_keys=False, default_flow_style=None)
     clashes = [p for p, text in texts.items() if p.is_file() and p.read_text() != text]
     if clashes and not overwrite:
         raise FileExistsError(
             f"{clashes[0]} exists and differs from the recipe it would be ({len(clashes)} such file(s) in {folder}): "
-            "pass --overwrite to replace them, or run your edited recipes with --recipes_dir."
+            + (fix or "pass --overwrite to replace them, or write into another --output_dir.")
         )
     folder.mkdir(parents=True, exist_ok=True)
     for path, text in texts.items():
@@ -236,3 +236,50 @@ def write_recipes(
             staging.write_text(text)
             staging.replace(path)
     return list(texts)
+
+
+DEFAULT_PRESET = "small"
+
+
+def task_file_recipes(
+    task_config: str | Path,
+    architectures: list[str],
+    preset: str | None = None,
+    max_steps: int | None = None,
+    num_train_epochs: float | None = None,
+) -> tuple[dict[str, tuple[dict, str]], str]:
+    """The `sourced_recipes` of a task file (`training/task_file.py`), named after the file (`name`), and the line
+    their headers start with."""
+    from .task_file import read_task_file
+
+    path = Path(task_config).expanduser().resolve()  # so that the recipes' data paths hold from any folder
+    task, options = read_task_file(path)
+    preset = preset or DEFAULT_PRESET
+    name = task_file_name(path)
+    recipes = sourced_recipes(task, options, architectures, preset, max_steps, num_train_epochs, name=name)
+    return recipes, f"Written by spt-hf from the task file {path} (preset {preset})"
+
+
+def task_file_name(path: Path) -> str:
+    """The task name a task file's recipes and run folders go by: its file name without the extension, with the
+    characters other than letters, digits and `_` replaced by `_` (recipe file names split at `-`)."""
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in Path(path).stem) or "task"
+
+
+def compare_task_recipes(
+    task_config: str, architectures: list[str], preset: str | None, output_dir: str | Path, overrides: dict
+) -> tuple[str, Path, dict]:
+    """`spt-hf compare --task_config`: the task file's recipes written into `<output_dir>/recipes` (the same command
+    writes the same files, so a comparison resumes), with the budget keys of `overrides` (`max_steps`,
+    `num_train_epochs`) written into them. Returns the task's name, the recipes folder and the other overrides."""
+    budget = {key: overrides[key] for key in ("max_steps", "num_train_epochs") if key in overrides}
+    rest = {key: value for key, value in overrides.items() if key not in budget}
+    recipes, origin = task_file_recipes(task_config, architectures, preset, **budget)
+    name = task_file_name(Path(task_config))
+    folder = Path(output_dir) / "recipes"
+    fix = (
+        f"another --output_dir for other settings, or run your edited recipes with --recipes_dir {folder} "
+        f"--tasks {name} (without --task_config)."
+    )
+    write_recipes(recipes, folder, origin, fix=fix)
+    return name, folder, rest
