@@ -133,3 +133,29 @@ def test_written_recipes_are_not_overwritten_unless_asked(tmp_path):
     assert paths[0].read_text() == text  # nothing written
     write_recipes(other, tmp_path, "test", overwrite=True)
     assert yaml.safe_load(paths[0].read_text()) == other["digits-dlr-spt.yaml"][0]
+
+
+@pytest.mark.parametrize("input_kind", ["tokens", "continuous"])
+def test_every_tiny_preset_builds_both_phases_models_for_the_task(input_kind):
+    """The recipes build their models as the phases do (pipeline.phase_model), and the classifier runs."""
+    import datasets
+    import torch
+
+    from spt_hf.training.pipeline import phase_model
+    from spt_hf.training.task_data import TaskData
+
+    spec = get_task_spec("digits", input_kind=input_kind)
+    task = TaskData(spec, datasets.DatasetDict(), None)
+    recipes = recipes_for_task("digits", {"input_kind": input_kind}, list(ARCHITECTURES), "tiny")
+    for architecture in ARCHITECTURES:
+        spt, finetune = pair(recipes, architecture)
+        pretrainer, _ = phase_model(load_recipe(None, spt, phase="spt"), "spt", task)
+        assert pretrainer.config.bidirectional == (spt["objective"] == "masked"), architecture
+        classifier, _ = phase_model(load_recipe(None, finetune, phase="finetune"), "finetune", task)
+        if input_kind == "tokens":
+            inputs = {"input_ids": torch.randint(4, spec.vocab_size, (2, spec.max_length))}
+        else:
+            inputs = {"input_values": torch.randn(2, spec.max_length, spec.num_channels)}
+        logits = classifier(**inputs, attention_mask=torch.ones(2, spec.max_length, dtype=torch.long)).logits
+        assert logits.shape == (2, spec.num_labels), architecture
+        assert classifier.config.id2label == finetune["id2label"], architecture
