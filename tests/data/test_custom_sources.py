@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import datasets
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -129,3 +130,158 @@ def test_empty_data_dir(tmp_path: Path, cache: Path) -> None:
     (tmp_path / "readme.md").write_text("nothing here")
     with pytest.raises(FileNotFoundError, match="holds none of: a save_to_disk folder"):
         read_source({"data_dir": str(tmp_path)}, cache)
+
+
+# ---------------------------------------------------------------- .ts, UCR text, npz: the real archives
+@needs_aeon
+def test_ts_pair_in_data_dir(cache: Path) -> None:
+    raw = read_source({"data_dir": str(aeon_set("GunPoint"))}, cache)
+    assert raw.kind == "ts" and list(raw.splits) == ["train", "test"]
+    assert (raw.splits["train"].num_rows, raw.splits["test"].num_rows) == (50, 150)
+    series = np.asarray(raw.splits["train"].with_format("numpy")[0]["input_values"])
+    assert series.shape == (150, 1) and series.dtype == np.float32 and arrow_backed(raw.splits["test"])
+    assert (
+        raw.label_hint.class_names == ("1", "2")
+        and "@classLabel true 1 2 in GunPoint_TRAIN.ts" in raw.label_hint.evidence
+    )
+    assert set(raw.splits["test"]["label"]) == {"1", "2"} and "input_values" in raw.columns_info
+
+
+@needs_aeon
+def test_ts_multichannel_and_unequal(cache: Path) -> None:
+    folder = aeon_set("JapaneseVowels")
+    with pytest.raises(ValueError, match=r"several .ts sets \(JapaneseVowels, JapaneseVowels_eq\); name the files"):
+        read_source({"data_dir": str(folder)}, cache)
+    files = {"train": str(folder / "JapaneseVowels_TRAIN.ts"), "test": str(folder / "JapaneseVowels_TEST.ts")}
+    raw = read_source({"data_files": files}, cache)
+    train = raw.splits["train"].with_format("numpy")
+    assert (raw.splits["train"].num_rows, raw.splits["test"].num_rows) == (270, 370)
+    lengths = {np.asarray(train[i]["input_values"]).shape for i in range(0, 270, 9)}
+    assert {c for _, c in lengths} == {12} and len({n for n, _ in lengths}) > 1  # (L, 12), L from 7 to 29
+    assert raw.label_hint.class_names == tuple(str(i) for i in range(1, 10))
+    folder = aeon_set("PickupGestureWiimoteZ")
+    raw = read_source({"data_files": str(folder / "PickupGestureWiimoteZ_T*.ts")}, cache)  # TRAIN and TEST
+    lengths = [len(x) for x in raw.splits["train"]["input_values"]]
+    assert sorted(raw.splits) == ["test", "train"] and len(lengths) == 50 and min(lengths) < 100 < max(lengths)
+
+
+@needs_aeon
+def test_ucr_text_and_ts_agree(cache: Path) -> None:
+    folder = aeon_set("GunPoint")
+    ucr = read_source({"data_files": str(folder / "GunPoint_TRAIN.tsv"), "format": "ucr"}, cache)
+    ts = read_source({"data_files": str(folder / "GunPoint_TRAIN.ts")}, cache)
+    assert ucr.kind == "ucr" and ucr.label_hint.problem_type == "single_label_classification"
+    assert ucr.splits["train"]["label"] == ts.splits["train"]["label"]
+    a, b = (np.asarray(r.splits["train"].with_format("numpy")[3]["input_values"]) for r in (ucr, ts))
+    assert a.shape == b.shape == (150, 1) and np.allclose(a, b, atol=1e-6)
+
+
+@needs_tslearn
+def test_npz_trace(cache: Path) -> None:
+    raw = read_source({"data_files": str(TSLEARN / ".cached_datasets" / "Trace.npz")}, cache)
+    assert raw.kind == "npz" and sorted(raw.splits) == ["test", "train"] and raw.splits["train"].num_rows == 100
+    assert np.asarray(raw.splits["test"].with_format("numpy")[0]["input_values"]).shape == (275, 1)
+    assert raw.splits["train"].features["label"].dtype == "int64"
+
+
+def write_ts(path: Path, header: str, lines: list[str]) -> Path:
+    path.write_text(f"@problemName X\n{header}\n@data\n" + "\n".join(lines) + "\n")
+    return path
+
+
+def test_ts_headers_missing_values_and_regression(tmp_path: Path, cache: Path) -> None:
+    path = write_ts(tmp_path / "r.ts", "@TARGETLABEL true", ["1,?,3:4,5,6:0.25", "1,2:3,4:1.5"])
+    raw = read_source({"data_files": str(path)}, cache)
+    first = np.asarray(raw.splits["train"].with_format("numpy")[0]["input_values"])
+    assert first.shape == (3, 2) and np.isnan(first[1, 0]) and first[2, 1] == 6
+    assert raw.splits["train"]["label"] == [0.25, 1.5] and raw.label_hint.problem_type == "regression"
+    path = write_ts(tmp_path / "u.ts", "@classLabel false", ["1,2,3", "4,5"])
+    raw = read_source({"data_files": str(path)}, cache)
+    assert raw.columns == ["input_values"] and raw.label_hint is None
+
+
+@pytest.mark.parametrize(
+    ("header", "lines", "message"),
+    [
+        ("@classLabel true a b", ["1,2:3,4:a", "1,2:b"], r"bad.ts:5: 1 dimensions, expected 2"),
+        ("@timeStamps true\n@classLabel true a", ["(0,1):a"], r"bad.ts: series with timestamps .* not supported"),
+        ("@classLabel true a", [], r"bad.ts: no series after '@data'"),
+        ("@classLabel true a", ["1,x:a"], r"bad.ts:4: dimension 0, step 1: value 'x' is not a number"),
+        ("@classLabel true a", ["1,2:"], r"bad.ts:4: the label \(last ':' field\) is empty"),
+    ],
+)
+def test_ts_bad_input(tmp_path: Path, cache: Path, header: str, lines: list[str], message: str) -> None:
+    path = write_ts(tmp_path / "bad.ts", header, lines)
+    with pytest.raises(DataFormatError, match=message):
+        read_source({"data_files": str(path)}, cache)
+    assert not list(cache.rglob("*.arrow"))  # nothing half-written
+
+
+def test_ucr_float_labels_and_bad_rows(tmp_path: Path, cache: Path) -> None:
+    (tmp_path / "s_TRAIN.txt").write_text("1.0000000e+00 0.5 0.25\n2.0000000e+00\t1 2 3\n")
+    raw = read_source({"data_files": str(tmp_path / "s_TRAIN.txt"), "format": "ucr"}, cache)
+    assert raw.splits["train"]["label"] == ["1", "2"] and [len(x) for x in raw.splits["train"]["input_values"]] == [
+        2,
+        3,
+    ]
+    (tmp_path / "bad.txt").write_text("1 0.5\n2 0.1 oops\n")
+    with pytest.raises(DataFormatError, match=r"bad.txt:2: a value is not a number"):
+        read_source({"data_files": str(tmp_path / "bad.txt"), "format": "ucr"}, cache)
+
+
+# ---------------------------------------------------------------- FASTA
+def test_fasta_labels(tmp_path: Path, cache: Path) -> None:
+    (tmp_path / "train.fa").write_text(">s1 label=promoter extra\nACGT\nAC\n>s2 label=none\nGG\n")
+    (tmp_path / "test.fasta").write_text(">t1|promoter\nTTTT\n")
+    raw = read_source({"data_files": [str(tmp_path / "train.fa"), str(tmp_path / "test.fasta")]}, cache)
+    assert raw.kind == "fasta" and raw.splits["train"].to_dict() == {
+        "id": ["s1", "s2"],
+        "sequence": ["ACGTAC", "GG"],
+        "label": ["promoter", "none"],
+    }
+    assert raw.splits["test"]["id"] == ["t1"] and raw.splits["test"]["label"] == ["promoter"]
+    (tmp_path / "mixed.fna").write_text(">a label=x\nAC\n>b\nGT\n")
+    with pytest.raises(DataFormatError, match=r"mixed.fna:3: record 'b' has no label while others do"):
+        read_source({"data_files": str(tmp_path / "mixed.fna")}, cache)
+    (tmp_path / "plain.fa").write_text(">a\nAC\n")
+    assert read_source({"data_files": str(tmp_path / "plain.fa")}, cache).columns == ["id", "sequence"]
+
+
+# ---------------------------------------------------------------- class folders and split-named files
+def test_class_folders_text_and_series(tmp_path: Path, cache: Path) -> None:
+    for split, label, name, text in [
+        ("train", "10", "a.txt", "ten"),
+        ("train", "2", "b.txt", "two"),
+        ("test", "2", "c", "2"),
+    ]:
+        (tmp_path / "t" / split / label).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "t" / split / label / name).write_text(text)
+    raw = read_source({"data_dir": str(tmp_path / "t")}, cache)
+    assert raw.kind == "class_folders" and raw.label_hint.class_names == ("2", "10")
+    assert raw.splits["train"].to_dict() == {
+        "text": ["two", "ten"],
+        "label": ["2", "10"],
+        "file": ["train/2/b.txt", "train/10/a.txt"],
+    }
+    for label, shape in [("up", (5, 3)), ("down", (7, 3))]:
+        (tmp_path / "s" / label).mkdir(parents=True)
+        np.save(tmp_path / "s" / label / "x.npy", np.ones(shape))
+    raw = read_source({"data_dir": str(tmp_path / "s")}, cache)
+    assert list(raw.splits) == ["train"] and [len(x) for x in raw.splits["train"]["input_values"]] == [7, 5]
+    (tmp_path / "s" / "up" / "bad.bin").write_bytes(b"\xff\xfe")
+    with pytest.raises(ValueError, match="class folders mix .npy series and text files"):
+        read_source({"data_dir": str(tmp_path / "s")}, cache)
+
+
+def test_class_folder_bad_text(tmp_path: Path, cache: Path) -> None:
+    (tmp_path / "pos").mkdir()
+    (tmp_path / "pos" / "a.txt").write_bytes(b"fine\nline \xff\n")
+    with pytest.raises(DataFormatError, match=r"pos/a.txt:2: not UTF-8 text \(byte 0xFF\)"):
+        read_source({"data_dir": str(tmp_path)}, cache)
+
+
+def test_split_named_files_in_data_dir(tmp_path: Path, cache: Path) -> None:
+    for split in ("train", "valid", "test"):
+        pq.write_table(pa.table({"seq": [[1, 2], [3]], "label": [0, 1]}), tmp_path / f"{split}.parquet")
+    raw = read_source({"data_dir": str(tmp_path)}, cache)
+    assert sorted(raw.splits) == ["test", "train", "validation"] and raw.kind == "parquet"

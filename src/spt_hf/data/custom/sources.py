@@ -146,14 +146,17 @@ def read_files(files: dict[str | None, list[Path]], fmt: str | None, cache_dir: 
     if fmt in _BUILDERS:
         out = {split: _load_packaged(fmt, split, paths, cache_dir) for split, paths in splits.items()}
         return RawSource(out, fmt, tuple(all_paths), description, label_hint=class_label_hint(out))
-    out, hint = {}, None
+    out, hints = {}, {}
     for split, paths in splits.items():
         if fmt == "ts":
-            out[split], hint = readers.read_ts_split(paths, cache_dir)
+            out[split], hints[split] = readers.read_ts_split(paths, cache_dir)
         elif fmt == "ucr":
-            out[split], hint = readers.read_ucr_split(paths, cache_dir)
+            out[split], hints[split] = readers.read_ucr_split(paths, cache_dir)
         else:
             out[split] = readers.read_fasta_split(paths, cache_dir)
+    hint = hints.get("train", next(iter(hints.values()), None))  # the training split's header states the classes
+    if len({h and h.problem_type for h in hints.values()}) > 1:
+        raise DataFormatError(f"custom task: {description}: the splits' label headers disagree; one kind per source")
     info = readers.SERIES_INFO if fmt in ("ts", "ucr") else {}
     return RawSource(out, fmt, tuple(all_paths), description, label_hint=hint, columns_info=info)
 
