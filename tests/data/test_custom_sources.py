@@ -208,6 +208,7 @@ def test_ts_headers_missing_values_and_regression(tmp_path: Path, cache: Path) -
         ("@classLabel true a", [], r"bad.ts: no series after '@data'"),
         ("@classLabel true a", ["1,x:a"], r"bad.ts:4: dimension 0, step 1: value 'x' is not a number"),
         ("@classLabel true a", ["1,2:"], r"bad.ts:4: the label \(last ':' field\) is empty"),
+        ("@classLabel true a b", ["1,2:a", "3:c"], r"bad.ts:5: label 'c' is not among the header's @classLabel names"),
     ],
 )
 def test_ts_bad_input(tmp_path: Path, cache: Path, header: str, lines: list[str], message: str) -> None:
@@ -241,8 +242,11 @@ def test_fasta_labels(tmp_path: Path, cache: Path) -> None:
     }
     assert raw.splits["test"]["id"] == ["t1"] and raw.splits["test"]["label"] == ["promoter"]
     (tmp_path / "mixed.fna").write_text(">a label=x\nAC\n>b\nGT\n")
-    with pytest.raises(DataFormatError, match=r"mixed.fna:3: record 'b' has no label while others do"):
+    with pytest.raises(DataFormatError, match=r"mixed.fna:3: record 'b' has no label while the first record has one"):
         read_source({"data_files": str(tmp_path / "mixed.fna")}, cache)
+    (tmp_path / "late.fa").write_text(">a\nAC\n>b|x\nGT\n")
+    with pytest.raises(DataFormatError, match=r"late.fa:3: record 'b' has a label while the first has none"):
+        read_source({"data_files": str(tmp_path / "late.fa")}, cache)
     (tmp_path / "plain.fa").write_text(">a\nAC\n")
     assert read_source({"data_files": str(tmp_path / "plain.fa")}, cache).columns == ["id", "sequence"]
 

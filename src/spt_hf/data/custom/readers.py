@@ -73,8 +73,8 @@ def ts_label_hint(path: Path, header: dict[str, str]) -> LabelHint | None:
     return None
 
 
-def _gen_ts(paths: str, stamp: str, has_target: bool, regression: bool) -> Iterator[dict]:
-    channels = None
+def _gen_ts(paths: str, stamp: str, has_target: bool, regression: bool, classes: str) -> Iterator[dict]:
+    channels, names = None, set(classes.split("\n")) if classes else None
     for path in _paths(paths):
         for where, values, target in iter_ts(path, channels, has_target=has_target, missing_ok=True):
             channels = values.shape[1]
@@ -83,6 +83,10 @@ def _gen_ts(paths: str, stamp: str, has_target: bool, regression: bool) -> Itera
                 target = target.strip()
                 if not target or target == "?":
                     raise DataFormatError(f"{where}: the label (last ':' field) is empty or '?'; expected {TS_FORMAT}")
+                if names is not None and target not in names:
+                    raise DataFormatError(
+                        f"{where}: label {target!r} is not among the header's @classLabel names; add it to the header"
+                    )
                 row["label"] = _float_label(target, where, TS_FORMAT) if regression else target
             yield row
 
@@ -99,7 +103,8 @@ def read_ts_split(paths: list[Path], cache_dir: Path | None) -> tuple[datasets.D
     regression = hint is not None and hint.problem_type == "regression"
     label = (datasets.Value("float64") if regression else datasets.Value("string")) if hint else None
     features = series_features(first[1].shape[1], label)
-    ds = generate(_gen_ts, paths, features, cache_dir, has_target=hint is not None, regression=regression)
+    classes = "\n".join(hint.class_names) if hint and hint.class_names else ""
+    ds = generate(_gen_ts, paths, features, cache_dir, has_target=bool(hint), regression=regression, classes=classes)
     return ds, hint
 
 
@@ -184,10 +189,9 @@ def _gen_fasta(paths: str, stamp: str, labelled: bool) -> Iterator[dict]:
         for where, ident, label, chunks in _fasta_records(path):
             if not chunks:
                 raise DataFormatError(f"{where}: record {ident!r} has an empty sequence; expected {FASTA_FORMAT}")
-            if labelled and label is None:
-                raise DataFormatError(
-                    f"{where}: record {ident!r} has no label while others do; expected {FASTA_FORMAT}"
-                )
+            if labelled != (label is not None):
+                state = "no label while the first record has one" if labelled else "a label while the first has none"
+                raise DataFormatError(f"{where}: record {ident!r} has {state}; expected {FASTA_FORMAT}")
             yield {"id": ident, "sequence": "".join(chunks), **({"label": label} if labelled else {})}
 
 
