@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import datasets
@@ -92,6 +94,7 @@ def test_bad_files(tmp_path: Path, cache: Path) -> None:
     (tmp_path / "latin.csv").write_bytes(b"text,label\ncaf\xe9,1\n")
     with pytest.raises(DataFormatError, match=r"latin.csv:2: not UTF-8 text \(byte 0xE9"):
         read_source({"data_files": str(tmp_path / "latin.csv")}, cache)
+    assert not list(cache.rglob("*.arrow"))  # nothing half-written
     (tmp_path / "x.xlsx").write_text("a")
     with pytest.raises(ValueError, match=r"x.xlsx: unknown format '.xlsx'; use files ending in .csv"):
         read_source({"data_files": str(tmp_path / "x.xlsx")}, cache)
@@ -289,3 +292,15 @@ def test_split_named_files_in_data_dir(tmp_path: Path, cache: Path) -> None:
         pq.write_table(pa.table({"seq": [[1, 2], [3]], "label": [0, 1]}), tmp_path / f"{split}.parquet")
     raw = read_source({"data_dir": str(tmp_path)}, cache)
     assert sorted(raw.splits) == ["test", "train", "validation"] and raw.kind == "parquet"
+
+
+@pytest.mark.slow  # about 30 s: two fresh processes importing datasets and spt_hf
+def test_bench_data_rows_compares_the_custom_source_with_plain_map() -> None:
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_data.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--rows", "3000"], capture_output=True, text=True, timeout=600, env=os.environ
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [r["arm"] for r in rows] == ["custom", "plain"] and rows[0]["checksum"] == rows[1]["checksum"]
+    assert all(r["rows"] == 3000 and r["rows_per_s"] > 0 for r in rows) and "| custom / plain |" in done.stdout
