@@ -125,6 +125,7 @@ def test_save_to_disk_and_class_label_hint(tmp_path: Path, cache: Path) -> None:
 def test_hub_id_offline_not_cached(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert os.environ.get("HF_HUB_OFFLINE") == "1"
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", cache)  # datasets' own cache, here a fresh one
     with pytest.raises(ValueError, match=r"hub_id 'someone/absent-set' is not in the local cache and this machine is "):
         read_source({"hub_id": "someone/absent-set", "hub_revision": "main"}, cache)
 
@@ -185,6 +186,22 @@ def test_npz_trace(cache: Path) -> None:
     assert raw.kind == "npz" and sorted(raw.splits) == ["test", "train"] and raw.splits["train"].num_rows == 100
     assert np.asarray(raw.splits["test"].with_format("numpy")[0]["input_values"]).shape == (275, 1)
     assert raw.splits["train"].features["label"].dtype == "int64"
+
+
+def test_npz_layouts_and_bad_arrays(tmp_path: Path, cache: Path) -> None:
+    np.savez(tmp_path / "multi.npz", X=np.arange(24.0).reshape(2, 4, 3), y=np.array(["a", "b"]))
+    raw = read_source({"data_files": str(tmp_path / "multi.npz")}, cache)
+    first = np.asarray(raw.splits["train"].with_format("numpy")[0]["input_values"])
+    assert first.shape == (4, 3) and first[1, 2] == 5 and raw.splits["train"]["label"] == ["a", "b"]
+    np.savez(tmp_path / "objects.npz", X=np.zeros((2, 3)), y=np.array(["a", None], dtype=object))
+    with pytest.raises(DataFormatError, match=r"objects.npz: X/y: .*; save numeric or string arrays"):
+        read_source({"data_files": str(tmp_path / "objects.npz")}, cache)
+    np.savez(tmp_path / "wrong.npz", X=np.zeros((2, 3)), y=np.zeros(3))
+    with pytest.raises(DataFormatError, match=r"wrong.npz: X \(2, 3\) and y \(3,\) do not fit"):
+        read_source({"data_files": str(tmp_path / "wrong.npz")}, cache)
+    np.savez(tmp_path / "odd.npz", data=np.zeros(3))
+    with pytest.raises(DataFormatError, match=r"odd.npz: arrays \['data'\] found; expected an .npz file with arrays X"):
+        read_source({"data_files": str(tmp_path / "odd.npz")}, cache)
 
 
 def write_ts(path: Path, header: str, lines: list[str]) -> Path:

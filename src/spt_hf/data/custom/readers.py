@@ -229,8 +229,11 @@ def read_npz(path: Path, cache_dir: Path | None) -> dict[str, datasets.Dataset]:
     """The splits of one ``.npz`` file; ``X`` of shape (N, L) is univariate, (N, L, C) has channels last."""
     splits = {}
     for split, (x_key, y_key) in npz_arrays(path).items():
-        with np.load(path, allow_pickle=False) as z:
-            x, y = z[x_key], z[y_key]
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                x, y = z[x_key], z[y_key]
+        except ValueError as err:  # object arrays need pickle, which is never allowed here
+            raise DataFormatError(f"{path}: {x_key}/{y_key}: {err}; save numeric or string arrays") from None
         if x.ndim not in (2, 3) or y.ndim != 1 or x.shape[0] != y.shape[0] or x.shape[0] == 0:
             raise DataFormatError(f"{path}: {x_key} {x.shape} and {y_key} {y.shape} do not fit; expected {NPZ_FORMAT}")
         kind = "string" if y.dtype.kind in "US" else "int64" if y.dtype.kind in "iub" else "float64"

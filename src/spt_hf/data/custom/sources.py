@@ -50,7 +50,7 @@ def read_source(options: dict, cache_dir: Path | None = None) -> RawSource:
     if fmt is not None and fmt not in FORMATS:
         raise ValueError(f"custom task: format {fmt!r} is unknown; use one of {', '.join(FORMATS)}")
     if given[0] == "hub_id":
-        return read_hub(options["hub_id"], options.get("hub_config"), options.get("hub_revision"), cache_dir)
+        return read_hub(options["hub_id"], options.get("hub_config"), options.get("hub_revision"))
     if given[0] == "data_dir":
         from .folders import read_data_dir  # a layout of files, read through read_files
 
@@ -194,12 +194,11 @@ def class_label_hint(splits: dict[str, datasets.Dataset]) -> LabelHint | None:
     return LabelHint(readers.CLASSIFICATION, names, f"ClassLabel feature {column!r} ({len(names)} names)", column)
 
 
-def read_hub(hub_id: str, config: str | None, revision: str | None, cache_dir: Path | None) -> RawSource:
-    """A Hub dataset through ``datasets.load_dataset`` (its cache when offline)."""
+def read_hub(hub_id: str, config: str | None, revision: str | None) -> RawSource:
+    """A Hub dataset through ``datasets.load_dataset``, in ``datasets``' own cache (``HF_DATASETS_CACHE``), where a
+    ``load_dataset(hub_id)`` run once online put it, so that it is found offline."""
     try:
-        loaded = datasets.load_dataset(
-            hub_id, name=config, revision=revision, cache_dir=str(cache_dir) if cache_dir else None
-        )
+        loaded = datasets.load_dataset(hub_id, name=config, revision=revision)
     except Exception as err:  # datasets raises many kinds here (ConnectionError, DatasetNotFoundError, ...)
         if datasets.config.HF_HUB_OFFLINE:
             raise ValueError(
