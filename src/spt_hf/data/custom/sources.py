@@ -144,6 +144,9 @@ def read_files(files: dict[str | None, list[Path]], fmt: str | None, cache_dir: 
         read = readers.read_npz(all_paths[0], cache_dir)
         return RawSource(read, "npz", tuple(all_paths), description, columns_info=readers.SERIES_INFO)
     if fmt in _BUILDERS:
+        if fmt in ("csv", "tsv"):
+            for path in all_paths:
+                _check_header(path, "\t" if fmt == "tsv" else ",")
         out = {split: _load_packaged(fmt, split, paths, cache_dir) for split, paths in splits.items()}
         return RawSource(out, fmt, tuple(all_paths), description, label_hint=class_label_hint(out))
     out, hints = {}, {}
@@ -159,6 +162,21 @@ def read_files(files: dict[str | None, list[Path]], fmt: str | None, cache_dir: 
         raise DataFormatError(f"custom task: {description}: the splits' label headers disagree; one kind per source")
     info = readers.SERIES_INFO if fmt in ("ts", "ucr") else {}
     return RawSource(out, fmt, tuple(all_paths), description, label_hint=hint, columns_info=info)
+
+
+def _check_header(path: Path, sep: str) -> None:
+    """A csv/tsv's first line must be a header: all numbers there is UCR text or a file without one."""
+    with open(path, "rb") as f:
+        first = f.readline(1 << 20).decode("utf-8", errors="replace")
+    fields = first.strip().split(sep)
+    try:
+        [float(x) for x in fields]
+    except ValueError:
+        return
+    raise DataFormatError(
+        f"{path}:1: the first line is all numbers, not a header of column names; for UCR text (the label first, then "
+        "the values) set task_options.format: ucr, otherwise add a header line"
+    )
 
 
 def _load_packaged(fmt: str, split: str, paths: list[Path], cache_dir: Path | None) -> datasets.Dataset:
