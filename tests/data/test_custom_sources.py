@@ -100,6 +100,8 @@ def test_bad_files(tmp_path: Path, cache: Path) -> None:
         read_source({"data_files": str(tmp_path / "x.xlsx")}, cache)
     with pytest.raises(FileNotFoundError, match="matches no file"):
         read_source({"data_files": str(tmp_path / "*.nothing")}, cache)
+    with pytest.raises(ValueError, match="data_files for split 'test' is empty; give files"):
+        read_source({"data_files": {"train": str(tmp_path / "empty.csv"), "test": []}}, cache)
     with pytest.raises(ValueError, match="is a folder; use data_dir"):
         read_source({"data_files": str(tmp_path)}, cache)
     (tmp_path / "train.txt").write_text("a\n")
@@ -323,3 +325,13 @@ def test_bench_data_rows_compares_the_custom_source_with_plain_map() -> None:
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert [r["arm"] for r in rows] == ["custom", "plain"] and rows[0]["checksum"] == rows[1]["checksum"]
     assert all(r["rows"] == 3000 and r["rows_per_s"] > 0 for r in rows) and "| custom / plain |" in done.stdout
+
+
+def test_hub_revision_from_the_cache_path(tmp_path: Path) -> None:
+    from spt_hf.data.custom.sources import _resolved_revision
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    (tmp_path / "user___set" / "default" / "0.0.0" / commit).mkdir(parents=True)
+    in_memory = datasets.Dataset.from_dict({"a": [1, 2]})
+    cached = in_memory.map(lambda x: x, cache_file_name=str(tmp_path / "user___set/default/0.0.0" / commit / "t.arrow"))
+    assert _resolved_revision({"train": cached}) == commit and _resolved_revision({"train": in_memory}) is None

@@ -76,12 +76,14 @@ def _expand(pattern: str | Path) -> list[Path]:
 def resolve_files(data_files) -> dict[str | None, list[Path]]:
     """``{split: [files]}``; the key is ``None`` when no mapping named the splits."""
     if isinstance(data_files, dict):
-        return {str(s): _expand_all(v) for s, v in data_files.items()}
+        return {str(s): _expand_all(v, str(s)) for s, v in data_files.items()}
     return {None: _expand_all(data_files)}
 
 
-def _expand_all(value) -> list[Path]:
+def _expand_all(value, split: str | None = None) -> list[Path]:
     items = value if isinstance(value, (list, tuple)) else [value]
+    if not items:
+        raise ValueError(f"custom task: data_files{f' for split {split!r}' if split else ''} is empty; give files")
     return [p for item in items for p in _expand(item)]
 
 
@@ -231,6 +233,7 @@ def read_hub(hub_id: str, config: str | None, revision: str | None) -> RawSource
     if isinstance(loaded, datasets.Dataset):
         loaded = datasets.DatasetDict({"train": loaded})
     splits = dict(loaded)
+    revision = _resolved_revision(splits) or revision
     description = f"{hub_id}" + (f" ({config})" if config else "") + (f" @ {revision}" if revision else "")
     return RawSource(
         splits,
@@ -242,3 +245,13 @@ def read_hub(hub_id: str, config: str | None, revision: str | None) -> RawSource
         hub_config=config,
         hub_revision=revision,
     )
+
+
+def _resolved_revision(splits: dict[str, datasets.Dataset]) -> str | None:
+    """The Hub commit a dataset was read at: a 40-hex folder in its cache files' path, when there is one."""
+    for ds in splits.values():
+        for cache_file in ds.cache_files:
+            found = re.findall(r"(?:^|/)([0-9a-f]{40})(?:/|$)", cache_file["filename"])
+            if found:
+                return found[-1]
+    return None
