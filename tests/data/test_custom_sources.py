@@ -291,13 +291,23 @@ def test_class_folders_text_and_series(tmp_path: Path, cache: Path) -> None:
         "label": ["2", "10"],
         "file": ["train/2/b.txt", "train/10/a.txt"],
     }
-    for label, shape in [("up", (5, 3)), ("down", (7, 3))]:
+    for label, shape in [("up", (5, 2)), ("down", (7, 2))]:
         (tmp_path / "s" / label).mkdir(parents=True)
         np.save(tmp_path / "s" / label / "x.npy", np.ones(shape))
     raw = read_source({"data_dir": str(tmp_path / "s")}, cache)
     assert list(raw.splits) == ["train"] and [len(x) for x in raw.splits["train"]["input_values"]] == [7, 5]
+    (tmp_path / "s" / "up" / "y.csv").write_text("a,b\n1,2\n3,4\n")
+    raw = read_source({"data_dir": str(tmp_path / "s")}, cache)
+    assert [len(x) for x in raw.splits["train"]["input_values"]] == [7, 5, 2]
+    assert raw.splits["train"]["input_values"][2] == [[1, 2], [3, 4]]
+    (tmp_path / "s" / "up" / "y.csv").write_text("1,2,3\n4,5,6\n")
+    with pytest.raises(DataFormatError, match=r"up/y.csv: 3 channels, the first series has 2"):
+        read_source({"data_dir": str(tmp_path / "s")}, cache)
+    (tmp_path / "s" / "up" / "y.csv").write_text("1,2\n4\n")
+    with pytest.raises(DataFormatError, match=r"up/y.csv: not a rectangle of numbers"):
+        read_source({"data_dir": str(tmp_path / "s")}, cache)
     (tmp_path / "s" / "up" / "bad.bin").write_bytes(b"\xff\xfe")
-    with pytest.raises(ValueError, match="class folders mix .npy series and text files"):
+    with pytest.raises(ValueError, match=r"class folders mix series \(.npy, .csv\) and text files"):
         read_source({"data_dir": str(tmp_path / "s")}, cache)
 
 

@@ -6,10 +6,11 @@
    ``<name>_eq_*``) are refused: name the files with ``data_files``.
 3. Split-named files at the top of the folder (``train.csv``, ``test.parquet``, ``dev.jsonl``...; see
    :func:`.sources.split_of`), in one format.
-4. Class folders ``[split/]<label>/<file>``: each file is one example, its folder name the label. A ``.npy`` file is
-   a series (``(L,)`` or ``(L, C)``, stored ``(L, C)`` in ``input_values``); any other file is UTF-8 text
-   (``text``). The class names, in natural order (``"2" < "10"``), go in the ``LabelHint``. When every top-level
-   folder is a split name (``train/``, ``test/``...), those are the splits; otherwise all is ``train``.
+4. Class folders ``[split/]<label>/<file>``: each file is one example, its folder name the label. A ``.npy`` file
+   (``(L,)`` or ``(L, C)``) or a ``.csv`` file (one time step per line, channels separated by ``,``, an optional
+   header line) is a series, stored ``(L, C)`` in ``input_values``; any other file is UTF-8 text (``text``). The
+   class names, in natural order (``"2" < "10"``), go in the ``LabelHint``. When every top-level folder is a split
+   name (``train/``, ``test/``...), those are the splits; otherwise all is ``train``.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from pathlib import Path
 import datasets
 import numpy as np
 
-from ..spec import DataFormatError
+from ..spec import DataFormatError, text_lines
 from . import readers, sources
 from .raw import LabelHint, RawSource
+
+SERIES_SUFFIXES = (".npy", ".csv")
 
 LOOKED_FOR = (
     "a save_to_disk folder (dataset_dict.json or state.json), a <name>_TRAIN.ts/<name>_TEST.ts pair, "
@@ -101,44 +104,76 @@ def read_class_folders(root: Path, cache_dir: Path | None) -> RawSource:
     if not any(layout.values()):
         raise FileNotFoundError(f"custom task: data_dir {str(root)!r} holds none of: {LOOKED_FOR}; or use data_files")
     all_files = [f for split in layout.values() for files in split.values() for f in files]
-    series = {f.suffix.lower() == ".npy" for f in all_files}
+    series = {f.suffix.lower() in SERIES_SUFFIXES for f in all_files}
     if len(series) > 1:
-        raise ValueError(f"custom task: {root}: class folders mix .npy series and text files; use one kind")
+        raise ValueError(f"custom task: {root}: class folders mix series (.npy, .csv) and text files; use one kind")
     is_series = series.pop()
     names = tuple(sorted({label for split in layout.values() for label in split}, key=natural_key))
     out = {}
     for split, classes in layout.items():
         listing = "\n".join(f"{label}\t{f}" for label, files in classes.items() for f in files)
         paths = [f for files in classes.values() for f in files]
+        channels = load_series(paths[0]).shape[1] if is_series else 0
         if is_series:
-            channels = _npy_channels(paths[0])
             features = readers.series_features(channels, datasets.Value("string"))
         else:
             features = datasets.Features({"text": datasets.Value("string"), "label": datasets.Value("string")})
         features["file"] = datasets.Value("string")
         out[split] = readers.generate(
-            _gen_class_files, paths, features, cache_dir, listing=listing, root=str(root), is_series=is_series
+            _gen_class_files,
+            paths,
+            features,
+            cache_dir,
+            listing=listing,
+            root=str(root),
+            is_series=is_series,
+            channels=channels,
         )
     hint = LabelHint(readers.CLASSIFICATION, names, f"class folders in {root.name} (natural order)", "label")
     info = readers.SERIES_INFO if is_series else {"text": "one file's UTF-8 text per example"}
     return RawSource(out, "class_folders", tuple(all_files), f"{root.name}/<label>/<file>", hint, columns_info=info)
 
 
-def _npy_channels(path: Path) -> int:
-    array = np.load(path, mmap_mode="r", allow_pickle=False)
-    return 1 if array.ndim == 1 else array.shape[1]
+def load_series(path: Path) -> np.ndarray:
+    """A series file as float32 ``(L, C)``: ``.npy`` ``(L,)``/``(L, C)``, or ``.csv`` lines of ``,``-separated
+    channels with an optional header line."""
+    if path.suffix.lower() == ".npy":
+        values = np.load(path, allow_pickle=False)
+    else:
+        lines = [line for _, line in text_lines(path, "a .csv series: one time step per line") if line.strip()]
+        header = bool(lines) and not _all_numbers(lines[0])
+        try:
+            values = np.array([line.split(",") for line in lines[int(header) :]], dtype=np.float32)
+        except ValueError:
+            raise DataFormatError(
+                f"{path}: not a rectangle of numbers; one time step per line, channels by ','"
+            ) from None
+    if values.ndim not in (1, 2) or values.shape[0] == 0 or values.dtype.kind not in "iuf":
+        raise DataFormatError(f"{path}: a series of shape {values.shape}; expected (L,) or (L, C) numbers with L > 0")
+    values = values.astype(np.float32)
+    return values[:, None] if values.ndim == 1 else values
 
 
-def _gen_class_files(paths: str, stamp: str, listing: str, root: str, is_series: bool) -> Iterator[dict]:
+def _all_numbers(line: str) -> bool:
+    try:
+        [float(x) for x in line.split(",")]
+    except ValueError:
+        return False
+    return True
+
+
+def _gen_class_files(paths: str, stamp: str, listing: str, root: str, is_series: bool, channels: int) -> Iterator[dict]:
     for line in listing.split("\n"):
         label, _, name = line.partition("\t")
         path = Path(name)
         rel = str(path.relative_to(root))
         if is_series:
-            values = np.load(path, allow_pickle=False).astype(np.float32)
-            if values.ndim not in (1, 2) or values.shape[0] == 0:
-                raise DataFormatError(f"{path}: a series of shape {values.shape}; expected (L,) or (L, C) with L > 0")
-            yield {"input_values": values[:, None] if values.ndim == 1 else values, "label": label, "file": rel}
+            values = load_series(path)
+            if values.shape[1] != channels:
+                raise DataFormatError(
+                    f"{path}: {values.shape[1]} channels, the first series has {channels}; give every series the same"
+                )
+            yield {"input_values": values, "label": label, "file": rel}
             continue
         data = path.read_bytes()
         try:
