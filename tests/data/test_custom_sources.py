@@ -224,6 +224,15 @@ def test_ts_headers_missing_values_and_regression(tmp_path: Path, cache: Path) -
     assert raw.columns == ["input_values"] and raw.label_hint is None
 
 
+@needs_aeon
+def test_ts_percent_comments_and_timestamps(cache: Path) -> None:
+    folder = aeon_set("UnitTest")  # '%' comments before the header (ARFF style)
+    raw = read_source({"data_files": str(folder / "UnitTest_T*.ts")}, cache)
+    assert (raw.splits["train"].num_rows, raw.splits["test"].num_rows) == (20, 22)
+    with pytest.raises(DataFormatError, match=r"UnitTestTimeStamps_TRAIN.ts: series with timestamps"):
+        read_source({"data_files": str(folder / "UnitTestTimeStamps_TRAIN.ts")}, cache)
+
+
 @pytest.mark.parametrize(
     ("header", "lines", "message"),
     [

@@ -1,7 +1,7 @@
 """The ``.ts`` time-series format of the Monash TSER / UEA archives (BIDMC32HR/RR/SpO2, aeon's bundled sets).
 
-A ``.ts`` file is a header of ``@key value`` lines (``#`` comments allowed) closed by ``@data``, then one series
-per line: the dimensions separated by ``:``, the values of a dimension by ``,``, and the target last (a float
+A ``.ts`` file is a header of ``@key value`` lines (``#`` and ``%`` comments allowed) closed by ``@data``, then one
+series per line: the dimensions separated by ``:``, the values of a dimension by ``,``, and the target last (a float
 for regression files, which declare ``@targetLabel true``).
 
 For BIDMC (:func:`read_ts`), missing values (``?``, ``NaN``, ``inf``) are refused with an error naming the file,
@@ -58,7 +58,7 @@ def _parse_header(path: Path, lines: Iterator[tuple[int, str]]) -> dict[str, str
     header: dict[str, str] = {}
     for lineno, line in lines:
         line = line.strip()
-        if not line or line.startswith("#"):
+        if not line or line.startswith(("#", "%")):
             continue
         if not line.startswith("@"):
             raise DataFormatError(f"{path}:{lineno}: expected a header line before '@data'; expected {TS_FORMAT}")
@@ -129,7 +129,7 @@ def iter_ts(
     empty = True
     for lineno, line in lines:
         line = line.strip()
-        if not line or line.startswith("#"):
+        if not line or line.startswith(("#", "%")):
             continue
         where = f"{path}:{lineno}"
         dims = line.split(":")
