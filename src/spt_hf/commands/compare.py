@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .estimate import add_estimate_options
 from .options import add_command, spellings
+from .recipes import add_task_recipe_options
 
 # The CompareSpec fields that are not plain options: read from their own options below, or from the YAML only.
 NESTED_FIELDS = ("num_train_examples", "overrides", "task_overrides", "submitit", "ray")
@@ -25,6 +26,7 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     """What to compare and how to run it: the table, the budgets, the dry run and its estimate."""
     parser.add_argument("--config", metavar="COMPARE.yaml", help="the comparison as YAML (keys: the options below)")
     parser.add_argument("--tasks", nargs="+", help="tasks, as in the recipe names (listops, text, digits, ...)")
+    add_task_recipe_options(parser)
     parser.add_argument("--architectures", nargs="+", help="architectures, as in the recipe names (s4, dlr, ...)")
     parser.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0 1 2)")
     parser.add_argument(
@@ -123,8 +125,11 @@ def compare_command(args, rest: list[str]) -> int:
         ids = cancel_recorded(output_dir)
         print(f"compare: cancelled {len(ids)} Slurm job(s) of {output_dir}{': ' + ' '.join(ids) if ids else ''}")
         return 0
-    if "tasks" not in values or "architectures" not in values:
-        raise ValueError("`spt-hf compare` needs --tasks and --architectures (or a --config YAML that lists them).")
+    if not ("tasks" in values or "task_config" in values) or "architectures" not in values:
+        raise ValueError(
+            "`spt-hf compare` needs --tasks (or --task_config TASK.yaml) and --architectures (or a --config YAML that "
+            "lists them)."
+        )
     if args.estimate and not args.dry_run:
         raise ValueError("--estimate goes with --dry_run (the estimate of a plan, before anything runs).")
     result = run_compare(CompareSpec(**values), dry_run=args.dry_run)

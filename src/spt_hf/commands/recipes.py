@@ -1,12 +1,13 @@
-"""`spt-hf recipes`: the recipes shipped with spt_hf, or the path of one."""
+"""`spt-hf recipes`: the recipes shipped with spt_hf, or the path of one; with `--task_config`, the recipes of a task
+file written as editable YAML (`training/presets.py`)."""
 
 import argparse
 
-from .options import add_command
+from .options import add_command, add_output_dir, spellings
 
 
 def add_parsers(commands, common: argparse.ArgumentParser) -> None:
-    text = "list the recipes shipped with spt_hf, or print one's path"
+    text = "list the recipes shipped with spt_hf, or print one's path; or write the recipes of a task file"
     parser = add_command(commands, common, "recipes", recipes_command, text)
     parser.add_argument(
         "what",
@@ -15,11 +16,38 @@ def add_parsers(commands, common: argparse.ArgumentParser) -> None:
         help="a folder (cpu, listops, ...), or `path NAME` to print the file of one recipe (for `accelerate launch "
         "--config_file`)",
     )
+    add_task_recipe_options(parser)
+    parser.add_argument("--architectures", nargs="+", help="with --task_config: architectures (s4, transformer, ...)")
+    add_budget_options(parser)
+    add_output_dir(parser, "with --task_config: the folder the recipes are written into")
+    parser.add_argument("--overwrite", action="store_true", help="with --task_config: replace recipes that differ")
+
+
+def add_task_recipe_options(parser: argparse.ArgumentParser) -> None:
+    """The options that make recipes of a task file (`spt-hf recipes` and `spt-hf compare`)."""
+    parser.add_argument(
+        *spellings("--task_config"), metavar="TASK.yaml", help="a task file (`task:` and `task_options:`)"
+    )
+    parser.add_argument(
+        *spellings("--preset"),
+        help="with --task_config: model sizes; tiny (tests), small (a CPU; default), paper (the paper's LRA settings "
+        "for the closest length)",
+    )
+
+
+def add_budget_options(parser: argparse.ArgumentParser) -> None:
+    """A phase's budget in the written recipes (`spt-hf compare` takes them as trailing recipe keys)."""
+    parser.add_argument(*spellings("--max_steps"), type=int, help="with --task_config: optimiser steps per phase")
+    parser.add_argument(*spellings("--num_train_epochs"), type=float, help="with --task_config: epochs per phase")
 
 
 def recipes_command(args, rest: list[str]) -> int:
     from ..training.recipes import find_recipe, list_recipes
 
+    if args.task_config is not None:
+        return write_task_recipes(args)
+    if args.architectures or args.preset or args.output_dir or args.max_steps or args.num_train_epochs:
+        raise ValueError("--architectures, --preset, --output_dir and budgets go with --task_config TASK.yaml.")
     if args.what[:1] == ["path"]:
         if len(args.what) != 2:
             raise ValueError("usage: spt-hf recipes path NAME (e.g. accelerate/multi_gpu.yaml)")
@@ -27,4 +55,20 @@ def recipes_command(args, rest: list[str]) -> int:
         return 0
     for name in list_recipes(args.what[0] if args.what else None):
         print(name)
+    return 0
+
+
+def write_task_recipes(args) -> int:
+    """`spt-hf recipes --task_config TASK.yaml --architectures ... --output_dir DIR`: write and list the recipes."""
+    from ..training.presets import task_file_recipes, write_recipes
+
+    if args.what:
+        raise ValueError(f"`spt-hf recipes --task_config` takes no folder or `path` ({' '.join(args.what)}).")
+    if not args.architectures or not args.output_dir:
+        raise ValueError("`spt-hf recipes --task_config TASK.yaml` needs --architectures A ... and --output_dir DIR.")
+    recipes, origin = task_file_recipes(
+        args.task_config, args.architectures, args.preset, args.max_steps, args.num_train_epochs
+    )
+    for path in write_recipes(recipes, args.output_dir, origin, overwrite=args.overwrite):
+        print(path)
     return 0

@@ -8,6 +8,7 @@ Every phase is one `spt-hf spt` or `spt-hf finetune` command writing its own run
 leaves a finished phase alone and resumes a killed one (docs/reliability.md).
 """
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,10 +53,13 @@ class CompareSpec:
             `processes` (without GPUs), `max_retries` (of a phase whose worker or process was killed; default 2).
         skip_missing_pairs: plan every (task, architecture) that has a recipe pair and list the others (in the
             plan and the report) instead of refusing the comparison (the paper ran DLR on four tasks only).
+        task_config: instead of `tasks` and `recipes_dir`: a task file (`task:` and `task_options:`) whose recipes
+            `training/presets.py` writes into `<output_dir>/recipes` for each architecture, at the size `preset`
+            (tiny, small, paper; default small), with `max_steps` / `num_train_epochs` of `overrides` in them.
     """
 
-    tasks: list[str]
-    architectures: list[str]
+    tasks: list[str] = field(default_factory=list)
+    architectures: list[str] = field(default_factory=list)
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     recipes_dir: str | None = None
     output_dir: str = "runs/compare"
@@ -70,12 +74,21 @@ class CompareSpec:
     submitit: dict = field(default_factory=dict)
     ray: dict = field(default_factory=dict)
     skip_missing_pairs: bool = False
+    task_config: str | None = None
+    preset: str | None = None
 
     def __post_init__(self) -> None:
+        if self.task_config is not None and (self.tasks or self.recipes_dir is not None):
+            raise ValueError(
+                "--task_config replaces --tasks and --recipes_dir (its recipes are written into OUTPUT_DIR/recipes); "
+                "give one or the other."
+            )
+        if self.preset is not None and self.task_config is None:
+            raise ValueError("--preset goes with --task_config TASK.yaml (the recipes of --tasks set their own sizes).")
         refuse_owned_overrides(self.overrides, "overrides")
         for task, keys in self.task_overrides.items():
             refuse_owned_overrides(keys, f"task_overrides.{task}")
-        if not self.tasks or not self.architectures or not self.seeds:
+        if not (self.tasks or self.task_config) or not self.architectures or not self.seeds:
             raise ValueError("A comparison needs at least one task, one architecture and one seed.")
         for seed in self.seeds:
             if isinstance(seed, bool) or not isinstance(seed, int) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
@@ -205,11 +218,19 @@ def task_recipe_pair(recipes_dir: str | None, task: str, architecture: str) -> t
         if spt.is_file() and finetune.is_file():
             return spt, finetune
     available = sorted(available_pairs(folder))
+    elsewhere = [] if recipes_dir is not None else shipped_folders_with(task, architecture)
+    hint = f" The shipped folder {elsewhere[0]} has it: pass --recipes_dir {elsewhere[0]}." if elsewhere else ""
     raise FileNotFoundError(
         f"No recipe pair for task {task!r} and architecture {architecture!r} in {folder_text(folder)} (looked for "
         f"{task}/{architecture}-spt.yaml and {task}-{architecture}-spt.yaml with their -finetune siblings). "
-        f"It has: {', '.join(f'{t}/{a}' for t, a in available) or 'no recipe pairs'}."
+        f"It has: {', '.join(f'{t}/{a}' for t, a in available) or 'no recipe pairs'}.{hint}"
     )
+
+
+def shipped_folders_with(task: str, architecture: str) -> list[str]:
+    """The shipped recipe folders (`cpu`, ...) that hold the pair `<task>-<architecture>-{spt,finetune}.yaml`."""
+    folders = sorted(p for p in RECIPES_DIR.iterdir() if p.is_dir())
+    return [p.name for p in folders if (task, architecture) in available_pairs(p)]
 
 
 def recipe_folder(recipes_dir: str | None) -> Path:
@@ -287,7 +308,16 @@ def _finetune_keys(overrides: dict) -> dict:
 
 def build_plan(spec: CompareSpec) -> Plan:
     """Every phase of the comparison, SPT phases before the finetuning that waits for them, and how they are
-    launched. Recipes are checked (loaded for their phase) before anything runs."""
+    launched. Recipes are checked (loaded for their phase) before anything runs; a task file's recipes are written
+    first (`training/presets.py: compare_task_recipes`)."""
+    if spec.task_config is not None:
+        from ..training.presets import compare_task_recipes
+
+        name, folder, rest = compare_task_recipes(
+            spec.task_config, spec.architectures, spec.preset, spec.output_dir, spec.overrides
+        )
+        written = dict(tasks=[name], recipes_dir=str(folder), overrides=rest, task_config=None, preset=None)
+        spec = dataclasses.replace(spec, **written)
     root = Path(spec.output_dir)
     jobs: list[PhaseJob] = []
     missing = []

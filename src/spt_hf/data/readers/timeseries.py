@@ -1,12 +1,13 @@
 """The ``.ts`` time-series format of the Monash TSER / UEA archives (BIDMC32HR/RR/SpO2, aeon's bundled sets).
 
-A ``.ts`` file is a header of ``@key value`` lines (``#`` comments allowed) closed by ``@data``, then one series
-per line: the dimensions separated by ``:``, the values of a dimension by ``,``, and the target last (a float
+A ``.ts`` file is a header of ``@key value`` lines (``#`` and ``%`` comments allowed) closed by ``@data``, then one
+series per line: the dimensions separated by ``:``, the values of a dimension by ``,``, and the target last (a float
 for regression files, which declare ``@targetLabel true``).
 
-Missing values (``?``, ``NaN``, ``inf``) are refused with an error naming the file, the line, the dimension and
-the step: the models cannot train on them, and how to fill them (interpolation, a mask channel) is the user's
-choice, to be made before loading.
+For BIDMC (:func:`read_ts`), missing values (``?``, ``NaN``, ``inf``) are refused with an error naming the file,
+the line, the dimension and the step: the models cannot train on them, and how to fill them (interpolation, a mask
+channel) is the user's choice, to be made before loading. The custom task's reader (:func:`iter_ts` with
+``missing_ok``) keeps ``?``/``NaN`` as NaN for its ``missing`` policy, and reads ``@classLabel`` files too.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def _parse_header(path: Path, lines: Iterator[tuple[int, str]]) -> dict[str, str
     header: dict[str, str] = {}
     for lineno, line in lines:
         line = line.strip()
-        if not line or line.startswith("#"):
+        if not line or line.startswith(("#", "%")):
             continue
         if not line.startswith("@"):
             raise DataFormatError(f"{path}:{lineno}: expected a header line before '@data'; expected {TS_FORMAT}")
@@ -68,19 +69,40 @@ def _parse_header(path: Path, lines: Iterator[tuple[int, str]]) -> dict[str, str
     raise DataFormatError(f"{path}: no '@data' line; expected {TS_FORMAT}")
 
 
-def _parse_dimension(text: str, where: str, dim: int) -> np.ndarray:
-    """One dimension ``v,v,...`` as float64; a missing, non-numeric or non-finite value names its step."""
+def read_ts_header(path: Path) -> dict[str, str]:
+    """The ``@key value`` header of a ``.ts`` file, keys lower-cased (``@problemName`` and ``@problemname`` alike)."""
+    header = _parse_header(path, text_lines(path, TS_FORMAT, newline=None))
+    if header.get("timestamps", "false").lower() == "true":
+        raise DataFormatError(
+            f"{path}: series with timestamps ('@timeStamps true') are not supported; "
+            f"write the values only (drop the '(time,value)' pairs) and set '@timeStamps false'; expected {TS_FORMAT}"
+        )
+    return header
+
+
+def _parse_dimension(text: str, where: str, dim: int, missing_ok: bool = False) -> np.ndarray:
+    """One dimension ``v,v,...`` as float64; a missing, non-numeric or non-finite value names its step.
+
+    With ``missing_ok``, ``?`` and ``NaN`` are kept as NaN (the custom task's ``missing`` policy decides later).
+    """
     fields = text.split(",")
+    if missing_ok:
+        fields = ["nan" if f.strip() == "?" else f for f in fields]
     try:
         values = np.array(fields, dtype=np.float64)  # (L,)
     except ValueError:
         values = None
-    finite = np.isfinite(values) if values is not None else [_is_finite(f) for f in fields]
+    if values is not None:
+        finite = np.isfinite(values) | (np.isnan(values) if missing_ok else False)
+    else:
+        finite = [_is_finite(f) for f in fields]
     if not np.all(finite):
         step = int(np.argmin(finite))
+        kind = "not a number or not finite" if missing_ok else "missing, not a number or not finite"
+        fix = "" if missing_ok else " (missing values are refused: fill them before loading)"
         raise DataFormatError(
-            f"{where}: dimension {dim}, step {step}: value {fields[step].strip()!r} is missing, not a number or not "
-            f"finite (missing values are refused: fill them before loading); expected {TS_FORMAT}"
+            f"{where}: dimension {dim}, step {step}: value {fields[step].strip()!r} is {kind}{fix}; "
+            f"expected {TS_FORMAT}"
         )
     return values
 
@@ -92,44 +114,60 @@ def _is_finite(text: str) -> bool:
         return False
 
 
-def read_ts(path: Path, num_channels: int) -> Iterator[tuple[np.ndarray, float]]:
-    """Series of shape (L, C) as float32 and float targets of one regression ``.ts`` file."""
+def iter_ts(
+    path: Path, num_channels: int | None, has_target: bool = True, missing_ok: bool = False
+) -> Iterator[tuple[str, np.ndarray, str | None]]:
+    """``(where, series (L, C) float32, target text)`` for each series of a ``.ts`` file, header skipped.
+
+    Args:
+        num_channels: the expected channel count; ``None`` takes it from the first series (later ones must match).
+        has_target: the last ``:`` field is the target (``@classLabel true`` or ``@targetLabel true``).
+        missing_ok: keep ``?``/``NaN`` as NaN instead of refusing them.
+    """
     lines = text_lines(path, TS_FORMAT, newline=None)
-    header = _parse_header(path, lines)
-    if header.get("targetlabel", "").lower() != "true":
-        raise DataFormatError(
-            f"{path}: not a regression file ('@targetLabel true' missing; found {sorted(header)}); expected {TS_FORMAT}"
-        )
-    if header.get("timestamps", "false").lower() == "true":
-        raise DataFormatError(f"{path}: series with timestamps are not supported; expected {TS_FORMAT}")
+    _parse_header(path, lines)
     empty = True
     for lineno, line in lines:
         line = line.strip()
-        if not line or line.startswith("#"):
+        if not line or line.startswith(("#", "%")):
             continue
         where = f"{path}:{lineno}"
-        *dims, target = line.split(":")
+        dims = line.split(":")
+        target = dims.pop() if has_target else None
+        if num_channels is None:
+            num_channels = len(dims)
         if len(dims) != num_channels:
             raise DataFormatError(
-                f"{where}: {len(dims)} dimensions, expected {num_channels} "
-                f"(pass num_channels={len(dims)} if that is right); expected {TS_FORMAT}"
+                f"{where}: {len(dims)} dimensions, expected {num_channels} (every series needs the same channel count; "
+                f"pass num_channels={len(dims)} if that is right); expected {TS_FORMAT}"
             )
-        series = [_parse_dimension(d, where, i) for i, d in enumerate(dims)]
-        if not _is_finite(target):
-            raise DataFormatError(
-                f"{where}: target {target.strip()!r} is missing or not a finite number; expected {TS_FORMAT}"
-            )
+        series = [_parse_dimension(d, where, i, missing_ok) for i, d in enumerate(dims)]
         if len({s.shape[0] for s in series}) != 1:
             raise DataFormatError(
                 f"{where}: dimensions of different lengths {[s.shape[0] for s in series]}; expected {TS_FORMAT}"
             )
         values = np.stack(series, axis=1).astype(np.float32)  # (L, C)
-        if not np.isfinite(values).all():  # finite in float64, beyond float32's range
+        if not (np.isfinite(values) | np.isnan(values) if missing_ok else np.isfinite(values)).all():
             raise DataFormatError(f"{where}: values beyond the float32 range; expected {TS_FORMAT}")
         empty = False
-        yield values, float(target)
+        yield where, values, target
     if empty:
         raise DataFormatError(f"{path}: no series after '@data'; expected {TS_FORMAT}")
+
+
+def read_ts(path: Path, num_channels: int) -> Iterator[tuple[np.ndarray, float]]:
+    """Series of shape (L, C) as float32 and float targets of one regression ``.ts`` file."""
+    header = read_ts_header(path)
+    if header.get("targetlabel", "").lower() != "true":
+        raise DataFormatError(
+            f"{path}: not a regression file ('@targetLabel true' missing; found {sorted(header)}); expected {TS_FORMAT}"
+        )
+    for where, values, target in iter_ts(path, num_channels):
+        if not _is_finite(target):
+            raise DataFormatError(
+                f"{where}: target {target.strip()!r} is missing or not a finite number; expected {TS_FORMAT}"
+            )
+        yield values, float(target)
 
 
 def ts_examples(path: Path, num_channels: int, max_length: int) -> Callable[[], Iterator[dict]]:

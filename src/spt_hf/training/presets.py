@@ -1,0 +1,285 @@
+"""Model-size presets and the recipes of a task file: SPT and finetuning recipes for any task, no recipe writing.
+
+A preset names where an architecture's settings come from; its numbers live in the shipped recipes only:
+- `small`: the CPU recipes, `cpu/digits-<arch>-{spt,finetune}.yaml` (sizes and optimisation measured on a CPU);
+- `tiny`: `small` (or `paper` where no CPU recipe exists) narrowed to `TINY_WIDTH` and `TINY_LAYERS`, for tests;
+- `paper`: the paper recipes `<task>/<arch>-{spt,finetune}.yaml` of the paper task whose length is closest to the
+  task's (on a log scale; a tie goes to the task of the same input kind, then to the first by name).
+
+`recipes_for_task` fills in what the task decides (task and options, vocabulary or channels, classes, length), keeps
+what the preset's recipes decide (architecture, SPT objective, optimisation) and sets the budget from `max_steps` or
+`num_train_epochs`. Each recipe is checked by `load_recipe`, as a phase would load it.
+"""
+
+import copy
+import math
+from pathlib import Path
+
+from ..data import get_task_spec
+from ..phases import FINETUNE_PHASE, SPT_PHASE
+from .recipes import RECIPES_DIR, load_recipe, read_recipe_file
+
+PRESETS = ("tiny", "small", "paper")
+CPU_FOLDER = RECIPES_DIR / "cpu"
+CPU_TASK = "digits"  # the CPU recipes of every architecture (tests/training/test_recipes.py checks they exist)
+TINY_WIDTH, TINY_LAYERS = 32, 2
+# Widths scaled with hidden_size for `tiny` (heads, state sizes and windows are kept).
+WIDTH_KEYS = (
+    "hidden_size",
+    "intermediate_size",
+    "nffn_hidden_size",
+    "n_ssm",
+    "shared_representation_size",
+    "num_random_features",
+)
+# Keys of a shipped recipe that belong to its task or its run, not to the preset: the task file and the budget set them.
+TASK_KEYS = {
+    "task",
+    "task_options",
+    "data_dir",
+    "generate_data",
+    "max_length",
+    "validation_from",
+    "output_dir",
+    "pooling",
+    "num_labels",
+    "problem_type",
+    "id2label",
+    "label2id",
+    "metric_for_best_model",
+    "greater_is_better",
+}
+BUDGET_KEYS = ("max_steps", "num_train_epochs", "total_steps", "spt_fraction")
+
+
+def preset_architectures() -> dict[str, dict]:
+    """Architecture name -> {preset: (SPT recipe, finetuning recipe)} for `small` and `paper` (the shipped pairs;
+    recipes that load pretrained weights are a baseline kind, not an architecture, and are left out)."""
+    found: dict[str, dict] = {}
+    for spt in sorted(RECIPES_DIR.rglob("*-spt.yaml")):
+        finetune = spt.with_name(spt.name.replace("-spt.yaml", "-finetune.yaml"))
+        stem = spt.name.removesuffix("-spt.yaml")
+        if not finetune.is_file() or "backbone_name_or_path" in read_recipe_file(spt):
+            continue
+        if spt.parent == CPU_FOLDER and stem.startswith(CPU_TASK + "-"):
+            found.setdefault(stem.removeprefix(CPU_TASK + "-"), {})["small"] = (spt, finetune)
+        elif spt.parent.parent == RECIPES_DIR and spt.parent != CPU_FOLDER:
+            found.setdefault(stem, {}).setdefault("paper", []).append((spt, finetune))
+    return found
+
+
+def preset_sources(architecture: str, preset: str, spec) -> tuple[Path, Path]:
+    """The shipped recipe pair a preset of `architecture` starts from, for the task `spec`; one line when none."""
+    if preset not in PRESETS:
+        raise ValueError(f"Unknown preset {preset!r}; presets: {', '.join(PRESETS)}.")
+    known = preset_architectures()
+    if architecture not in known:
+        raise ValueError(f"Unknown architecture {architecture!r}; architectures with presets: {', '.join(known)}.")
+    sources = known[architecture]
+    if preset == "paper":
+        if "paper" not in sources:
+            raise ValueError(
+                f"Architecture {architecture!r} has no paper recipe (the paper did not run it): use --preset small."
+            )
+        return closest_paper_pair(sources["paper"], spec)
+    if "small" in sources:
+        return sources["small"]
+    if preset == "tiny":
+        return closest_paper_pair(sources["paper"], spec)
+    raise ValueError(
+        f"Architecture {architecture!r} has no CPU recipe (recipes/cpu/{CPU_TASK}-{architecture}-*.yaml): use "
+        "--preset tiny or --preset paper."
+    )
+
+
+def closest_paper_pair(pairs: list[tuple[Path, Path]], spec) -> tuple[Path, Path]:
+    """The paper pair whose task length is closest to `spec.max_length` (log scale), then of the same input kind,
+    then the first by task name."""
+
+    def distance(pair: tuple[Path, Path]) -> tuple[float, bool, str]:
+        values = read_recipe_file(pair[0])
+        paper = get_task_spec(values["task"], **values.get("task_options", {}))
+        kind = paper.input_kind != spec.input_kind
+        return abs(math.log(paper.max_length / spec.max_length)), kind, pair[0].parent.name
+
+    return min(pairs, key=distance)
+
+
+def preset_values(architecture: str, preset: str, spec) -> tuple[dict, dict, list[str]]:
+    """The SPT and finetuning recipe values of a preset (task keys left out) and the names of their sources."""
+    pair = preset_sources(architecture, preset, spec)
+    values = [{k: v for k, v in read_recipe_file(path).items() if k not in TASK_KEYS} for path in pair]
+    if preset == "tiny":
+        values = [narrow(v) for v in values]
+    if spec.input_kind != "continuous":
+        for v in values:
+            v.pop("continuous_loss", None)
+    names = [str(path.relative_to(RECIPES_DIR)) for path in pair]
+    return values[0], values[1], names
+
+
+def narrow(values: dict) -> dict:
+    """`values` at the tiny size: `TINY_LAYERS` layers and every width scaled with hidden_size to `TINY_WIDTH`
+    (inside `backbone_config` for spt_backbone)."""
+    values = copy.deepcopy(values)
+    for config in (values, values.get("backbone_config")):
+        if not isinstance(config, dict) or "hidden_size" not in config:
+            continue
+        scale = TINY_WIDTH / config["hidden_size"]
+        for key in WIDTH_KEYS:
+            if isinstance(config.get(key), int):
+                config[key] = max(1, round(config[key] * scale))
+        config["num_hidden_layers"] = TINY_LAYERS
+    return values
+
+
+def task_values(spec) -> tuple[dict, dict]:
+    """What the task `spec` decides, for both phases and for finetuning only: the vocabulary (tokens) or channels
+    (continuous values) and the length; the problem type and the classes (`id2label`)."""
+    if spec.input_kind == "tokens":
+        common = {"vocab_size": spec.vocab_size}
+    else:
+        common = {"num_channels": spec.num_channels}
+    common["max_position_embeddings"] = spec.max_length
+    if spec.is_regression:
+        return common, {"problem_type": spec.problem_type}
+    names = spec.label_names or [str(i) for i in range(spec.num_labels)]
+    return common, {"problem_type": spec.problem_type, "id2label": dict(enumerate(names))}
+
+
+def budget_values(values: dict, max_steps: int | None, num_train_epochs: float | None) -> dict:
+    """`values` with the budget given: `max_steps` optimiser steps per phase (evaluated and saved at most every
+    quarter of them), or `num_train_epochs` epochs (evaluated and saved every epoch); neither keeps the preset's."""
+    if max_steps is not None and num_train_epochs is not None:
+        raise ValueError("Give --max_steps or --num_train_epochs, not both: each sets the whole budget of a phase.")
+    if max_steps is None and num_train_epochs is None:
+        return values
+    values = {k: v for k, v in values.items() if k not in BUDGET_KEYS}
+    if num_train_epochs is not None:
+        for key in ("eval_steps", "save_steps"):
+            values.pop(key, None)
+        return {**values, "num_train_epochs": num_train_epochs, "eval_strategy": "epoch", "save_strategy": "epoch"}
+    values["max_steps"] = max_steps
+    if values.get("eval_strategy", "epoch") == "steps":
+        every = max(1, min(values.get("eval_steps") or max_steps, max_steps // 4))
+        values.update(eval_steps=every, save_steps=every)
+        values["logging_steps"] = min(values.get("logging_steps", every), every)
+    return values
+
+
+def recipes_for_task(task: str, options: dict, architectures: list[str], preset: str, **budget) -> dict[str, dict]:
+    """`{filename: recipe values}` of `sourced_recipes` (`budget`: max_steps, num_train_epochs, name)."""
+    return {
+        filename: values
+        for filename, (values, _) in sourced_recipes(task, options, architectures, preset, **budget).items()
+    }
+
+
+def sourced_recipes(
+    task: str,
+    options: dict,
+    architectures: list[str],
+    preset: str,
+    max_steps: int | None = None,
+    num_train_epochs: float | None = None,
+    name: str | None = None,
+) -> dict[str, tuple[dict, str]]:
+    """`{filename: (recipe values, the shipped recipe they come from)}`: `<name>-<arch>-spt.yaml` and
+    `<name>-<arch>-finetune.yaml` for each architecture (the finetuning recipe serves the scratch baseline and the
+    finetuning from SPT alike), checked by `load_recipe` for their phase. `name` (default: the task) names the
+    files, as `spt-hf compare --tasks` does."""
+    if not architectures:
+        raise ValueError("Name at least one architecture (--architectures s4 transformer ...).")
+    spec = get_task_spec(task, **options)
+    inputs, head = task_values(spec)
+    data = {"task": task, **({"task_options": dict(options)} if options else {})}
+    recipes = {}
+    for architecture in dict.fromkeys(architectures):
+        spt, finetune, sources = preset_values(architecture, preset, spec)
+        pair = {
+            SPT_PHASE: {**data, **budget_values(spt, max_steps, num_train_epochs), **inputs},
+            FINETUNE_PHASE: {**data, **budget_values(finetune, max_steps, num_train_epochs), **inputs, **head},
+        }
+        for (phase, values), source in zip(pair.items(), sources, strict=True):
+            filename = f"{name or task}-{architecture}-{phase}.yaml"
+            try:
+                load_recipe(None, values, phase=phase)
+            except ValueError as error:
+                raise ValueError(f"{filename} (preset {preset}, from {source}): {error}") from None
+            recipes[filename] = values, source
+    return recipes
+
+
+def write_recipes(
+    recipes: dict[str, tuple[dict, str]], folder: Path, origin: str, overwrite: bool = False, fix: str | None = None
+) -> list[Path]:
+    """Write `sourced_recipes` into `folder` as editable YAML, each with a header naming where it comes from. An
+    existing file that differs is refused (one line, ending in `fix`) unless `overwrite`; an identical one is left as
+    it is. Nothing is written when one file is refused."""
+    import yaml
+
+    folder = Path(folder)
+    texts = {}
+    for filename, (values, source) in recipes.items():
+        header = f"# {origin};\n# values of the shipped recipe {source}, the task's own filled in. Edit freely.\n"
+        texts[folder / filename] = header + yaml.safe_dump(values, sort_keys=False, default_flow_style=None)
+    clashes = [p for p, text in texts.items() if p.is_file() and p.read_text() != text]
+    if clashes and not overwrite:
+        raise FileExistsError(
+            f"{clashes[0]} exists and differs from the recipe it would be ({len(clashes)} such file(s) in {folder}): "
+            + (fix or "pass --overwrite to replace them, or write into another --output_dir.")
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    for path, text in texts.items():
+        if not path.is_file() or path.read_text() != text:
+            staging = path.with_name(path.name + ".tmp")
+            staging.write_text(text)
+            staging.replace(path)
+    return list(texts)
+
+
+DEFAULT_PRESET = "small"
+
+
+def task_file_recipes(
+    task_config: str | Path,
+    architectures: list[str],
+    preset: str | None = None,
+    max_steps: int | None = None,
+    num_train_epochs: float | None = None,
+) -> tuple[dict[str, tuple[dict, str]], str]:
+    """The `sourced_recipes` of a task file (`training/task_file.py`), named after the file (`name`), and the line
+    their headers start with."""
+    from .task_file import read_task_file
+
+    path = Path(task_config).expanduser().resolve()  # so that the recipes' data paths hold from any folder
+    task, options = read_task_file(path)
+    preset = preset or DEFAULT_PRESET
+    name = task_file_name(path)
+    recipes = sourced_recipes(task, options, architectures, preset, max_steps, num_train_epochs, name=name)
+    return recipes, f"Written by spt-hf from the task file {path} (preset {preset})"
+
+
+def task_file_name(path: Path) -> str:
+    """The task name a task file's recipes and run folders go by: its file name without the extension, with the
+    characters other than letters, digits and `_` replaced by `_` (recipe file names split at `-`)."""
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in Path(path).stem) or "task"
+
+
+def compare_task_recipes(
+    task_config: str, architectures: list[str], preset: str | None, output_dir: str | Path, overrides: dict
+) -> tuple[str, Path, dict]:
+    """`spt-hf compare --task_config`: the task file's recipes written into `<output_dir>/recipes` (the same command
+    writes the same files, so a comparison resumes), with the budget keys of `overrides` (`max_steps`,
+    `num_train_epochs`) written into them. Returns the task's name, the recipes folder and the other overrides."""
+    budget = {key: overrides[key] for key in ("max_steps", "num_train_epochs") if key in overrides}
+    rest = {key: value for key, value in overrides.items() if key not in budget}
+    recipes, origin = task_file_recipes(task_config, architectures, preset, **budget)
+    name = task_file_name(Path(task_config))
+    folder = Path(output_dir) / "recipes"
+    fix = (
+        f"another --output_dir for other settings, or run your edited recipes with --recipes_dir {folder} "
+        f"--tasks {name} (without --task_config)."
+    )
+    write_recipes(recipes, folder, origin, fix=fix)
+    return name, folder, rest
