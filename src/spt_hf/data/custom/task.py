@@ -25,11 +25,11 @@ from .infer import infer, views, where_of
 from .inputs import TOKENIZATION, InputPlan, iter_rows
 from .labels import LabelPlan
 from .raw import RawSource
+from .sources import SOURCE_KEYS, read_source
 from .splits import canonical_splits
 
 logger = logging.getLogger(__name__)
 INFERENCE_VERSION = 1
-SOURCE_KEYS = ("data_files", "data_dir", "hub_id", "hub_config", "hub_revision", "format")
 OPTION_KEYS = (
     "input_column",
     "input_columns",
@@ -60,9 +60,8 @@ _WARNED: set[str] = set()
 
 
 def read_task_source(options: dict[str, Any], cache_dir: Path) -> RawSource:
-    """The raw splits of the source that ``options`` name (``spt_hf.data.custom.sources``)."""
-    from .sources import read_source
-
+    """The raw splits of the source that ``options`` name (``spt_hf.data.custom.sources``); the one place the
+    custom task reads its source (tests replace it)."""
     return read_source(options, cache_dir)
 
 
