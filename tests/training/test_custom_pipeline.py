@@ -82,3 +82,18 @@ def test_spt_hf_spt_then_finetune_on_a_csv_file(tmp_path):
     result = json.loads((tmp_path / "run" / "finetune" / "results.json").read_text())
     assert result["data"]["split_sizes"] == {"train": 49, "validation": 5, "test": 6}
     assert result["metrics"]["test"]
+
+
+def test_a_data_dir_option_reaches_the_custom_task_through_a_recipe(tmp_path):
+    pytest.importorskip("spt_hf.data.custom.sources", reason="the custom task's source readers are not installed")
+    from spt_hf.training.task_data import load_task_data
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for split, n in (("train", 40), ("test", 10)):
+        rows = ["text,label", *(f"{'ab' if i % 2 else 'cd'}{split}{i},{i % 2}" for i in range(n))]
+        (folder / f"{split}.csv").write_text("\n".join(rows) + "\n")
+    recipe = {"task": "custom", "task_options": {"data_dir": str(folder)}, **TINY, "output_dir": str(tmp_path / "o")}
+    (tmp_path / "r.yaml").write_text(json.dumps(recipe))
+    task = load_task_data(load_recipe(tmp_path / "r.yaml"))
+    assert task.split_sizes() == {"train": 36, "validation": 4, "test": 10} and task.spec.label_names == ("0", "1")

@@ -212,7 +212,7 @@ def load_task(
         the task's ``storage_dtype``: ``reshape(-1, C)`` gives (L, C)) and ``label``. The splits are memory-mapped
         Arrow files: loading reads nothing into memory.
     """
-    spec = get_task_spec(name, split_seed=split_seed, validation_from=validation_from, **options)
+    spec = get_task_spec(name, split_seed=split_seed, validation_from=validation_from, data_dir=data_dir, **options)
     raw = build_cached(spec, spec.locate(data_dir), cache_dir)
     splits = make_splits(raw, spec, validation_from=validation_from, split_seed=split_seed)
     splits = subsample_train(splits, num_train_examples, train_fraction, seed)

@@ -29,7 +29,15 @@ STORAGE_DTYPES = ("float32", "uint8")
 # symbol per character; whitespace-separated symbols; LRA's ListOps rule (parentheses dropped, then whitespace).
 TOKENIZATIONS = ("bytes", "chars", "whitespace", "listops")
 # options of ``load_task`` that are not task options (``get_task_spec`` accepts and ignores them)
-LOAD_OPTIONS = ("cache_dir", "split_seed", "validation_from", "num_train_examples", "train_fraction", "seed")
+LOAD_OPTIONS = (
+    "cache_dir",
+    "data_dir",
+    "split_seed",
+    "validation_from",
+    "num_train_examples",
+    "train_fraction",
+    "seed",
+)
 
 
 class DataFormatError(ValueError):

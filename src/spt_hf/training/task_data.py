@@ -60,7 +60,7 @@ def load_task_data(recipe: Recipe) -> TaskData:
     options = dict(data.task_options)
     if data.max_length is not None:
         options["max_length"] = data.max_length
-    data_dir, generated = data.data_dir, None
+    data_dir, generated = options.pop("data_dir", data.data_dir), None  # a custom task's source folder too
     if data_dir is None and data.generate_data:
         data_dir, generated = str(generated_data_dir(data.task, data.generate_data)), dict(data.generate_data)
     elif data_dir is not None and not Path(data_dir).exists():
@@ -75,7 +75,9 @@ def load_task_data(recipe: Recipe) -> TaskData:
         seed=recipe.training.seed,
         **options,
     )
-    spec = fit_normalization(get_task_spec(data.task, validation_from=validation_from, **options), splits["train"])
+    spec = fit_normalization(
+        get_task_spec(data.task, validation_from=validation_from, data_dir=data_dir, **options), splits["train"]
+    )
     tokenizer_source = backbone_tokenizer_source(recipe)
     if tokenizer_source is not None:  # spt_backbone with `backbone_input: tokenizer`: the backbone's own token ids
         from transformers import AutoTokenizer
