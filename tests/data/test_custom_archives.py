@@ -34,7 +34,7 @@ def inspect_json(tmp_path: Path, capsys, name: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-@pytest.mark.parametrize(("name", "channels"), [("GunPoint", 1), ("JapaneseVowels", 12)])
+@pytest.mark.parametrize(("name", "channels"), [("GunPoint", 1), ("JapaneseVowels", 12), ("PickupGestureWiimoteZ", 1)])
 def test_inspect_reports_the_archives_counts_classes_lengths_and_duplicates(name, channels, tmp_path, capsys):
     card = inspect_json(tmp_path, capsys, name)
     train_series, train_labels, train_lengths = direct_count(ARCHIVES / name / f"{name}_TRAIN.ts")
