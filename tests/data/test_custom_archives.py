@@ -55,3 +55,14 @@ def test_inspect_reports_the_archives_counts_classes_lengths_and_duplicates(name
     seen = set(train_series)
     duplicates = card["leakage"]["duplicates"]
     assert duplicates["train/test"] + duplicates["validation/test"] == sum(s in seen for s in test_series)
+
+
+def test_a_regression_archive_reports_its_evidence_and_duplicates(tmp_path, capsys):
+    card = inspect_json(tmp_path, capsys, "Covid3Month")
+    train_series, _, _ = direct_count(ARCHIVES / "Covid3Month" / "Covid3Month_TRAIN.ts")
+    test_series, _, _ = direct_count(ARCHIVES / "Covid3Month" / "Covid3Month_TEST.ts")
+    assert card["problem_type"] == "regression" and card["num_labels"] == 1 and card["label_names"] is None
+    assert card["problem_type_evidence"] == "@targetLabel true in Covid3Month_TRAIN.ts"
+    duplicates = card["leakage"]["duplicates"]
+    expected = sum(s in set(train_series) for s in test_series)
+    assert expected > 0 and duplicates["train/test"] + duplicates["validation/test"] == expected
