@@ -195,3 +195,12 @@ def test_other_splits_are_left_out_and_unlabelled_class_label_rows_refused(monke
     splits = {"train": labelled, "test": {"text": ["ab", "zz"], "label": [0, -1]}}
     with pytest.raises(DataFormatError, match="test row 1: no label in column 'label'; fill it in or drop the row"):
         get_task_spec("custom", **use_source(monkeypatch, tmp_path, splits, dict.fromkeys(splits, features)))
+
+
+def test_validation_from_test_is_recorded_and_keeps_train_whole(monkeypatch, tmp_path):
+    options = {**use_source(monkeypatch, tmp_path, text_splits()), "validation_from": "test"}
+    card = get_task_spec("custom", **options).task_card
+    assert card["splits"] == {"train": 40, "validation": 10, "test": 10}
+    assert card["split_origin"]["validation"] == "the test split (validation_from: test)"
+    assert "validation/test" not in card["leakage"]["duplicates"]  # the same examples, not a leak
+    assert {k: len(v) for k, v in load_task("custom", **options).items()} == card["splits"]
