@@ -332,6 +332,12 @@ def test_split_named_files_in_data_dir(tmp_path: Path, cache: Path) -> None:
         pq.write_table(pa.table({"seq": [[1, 2], [3]], "label": [0, 1]}), tmp_path / f"{split}.parquet")
     raw = read_source({"data_dir": str(tmp_path)}, cache)
     assert sorted(raw.splits) == ["test", "train", "validation"] and raw.kind == "parquet"
+    for split in ("train", "test"):
+        (tmp_path / "nested" / split).mkdir(parents=True)
+        (tmp_path / "nested" / split / "part-0.jsonl").write_text('{"text": "a b", "label": 1}\n')
+        (tmp_path / "nested" / split / "part-1.jsonl").write_text('{"text": "c", "label": 0}\n')
+    raw = read_source({"data_dir": str(tmp_path / "nested")}, cache)
+    assert raw.kind == "json" and raw.splits["test"]["label"] == [1, 0] and sorted(raw.splits) == ["test", "train"]
 
 
 @pytest.mark.slow  # about 30 s: two fresh processes importing datasets and spt_hf
