@@ -74,6 +74,17 @@ def test_csv_splits_from_names(tmp_path: Path, cache: Path) -> None:
     assert str(cache) in raw.splits["train"].cache_files[0]["filename"]
 
 
+def test_an_edited_file_is_read_again(tmp_path: Path, cache: Path) -> None:
+    for name, first, second in [("a.csv", "x\n1\n", "x\n2\n"), ("a.fa", ">s|p\nAC\n", ">s|p\nGG\n")]:
+        path = tmp_path / name
+        path.write_text(first)
+        column = "x" if name.endswith("csv") else "sequence"
+        before = read_source({"data_files": str(path)}, cache).splits["train"][column]
+        path.write_text(second)
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))  # a later modification time
+        assert read_source({"data_files": str(path)}, cache).splits["train"][column] != before
+
+
 def test_json_parquet_tsv_mapping(tmp_path: Path, cache: Path) -> None:
     rows = [{"seq": [1, 2, 3], "y": 0.5}, {"seq": [4], "y": 1.5}]
     (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
