@@ -96,6 +96,11 @@ def test_json_parquet_tsv_mapping(tmp_path: Path, cache: Path) -> None:
     assert list(raw.splits) == ["train"] and raw.splits["train"]["y"] == [0.5, 1.5] and raw.kind == "parquet"
     raw = read_source({"data_files": str(tmp_path / "c.tsv")}, cache)
     assert raw.splits["train"].column_names == ["s", "y"]
+    table = pa.Table.from_pylist(rows)
+    with pa.OSFile(str(tmp_path / "train.arrow"), "wb") as f, pa.ipc.new_stream(f, table.schema) as writer:
+        writer.write_table(table)
+    raw = read_source({"data_files": str(tmp_path / "train.arrow")}, cache)
+    assert raw.kind == "arrow" and raw.splits["train"]["seq"] == [[1, 2, 3], [4]]
 
 
 def test_bad_files(tmp_path: Path, cache: Path) -> None:
