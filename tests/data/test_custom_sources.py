@@ -274,6 +274,11 @@ def test_ucr_float_labels_and_bad_rows(tmp_path: Path, cache: Path) -> None:
         2,
         3,
     ]
+    (tmp_path / "archive").mkdir()  # the UCR 2018 archive's layout: <name>/<name>_TRAIN.tsv and <name>_TEST.tsv
+    (tmp_path / "archive" / "S_TRAIN.tsv").write_text("1\t0.5\t0.25\n")
+    (tmp_path / "archive" / "S_TEST.tsv").write_text("2\t1\t2\n1\t3\t4\n")
+    raw = read_source({"data_dir": str(tmp_path / "archive"), "format": "ucr"}, cache)
+    assert raw.kind == "ucr" and raw.splits["test"]["label"] == ["2", "1"] and raw.splits["train"].num_rows == 1
     (tmp_path / "bad.txt").write_text("1 0.5\n2 0.1 oops\n")
     with pytest.raises(DataFormatError, match=r"bad.txt:2: a value is not a number"):
         read_source({"data_files": str(tmp_path / "bad.txt"), "format": "ucr"}, cache)
