@@ -170,6 +170,14 @@ def test_ts_pair_in_data_dir(cache: Path) -> None:
 
 
 @needs_aeon
+def test_ts_arrowhead(cache: Path) -> None:
+    raw = read_source({"data_dir": str(aeon_set("ArrowHead"))}, cache)
+    assert {s: d.num_rows for s, d in raw.splits.items()} == {"train": 36, "test": 175}
+    assert {len(x) for x in raw.splits["test"]["input_values"]} == {251}
+    assert raw.label_hint.class_names == ("0", "1", "2") and set(raw.splits["train"]["label"]) == {"0", "1", "2"}
+
+
+@needs_aeon
 def test_ts_multichannel_and_unequal(cache: Path) -> None:
     folder = aeon_set("JapaneseVowels")
     with pytest.raises(ValueError, match=r"several .ts sets \(JapaneseVowels, JapaneseVowels_eq\); name the files"):
