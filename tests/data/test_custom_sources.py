@@ -148,6 +148,17 @@ def test_hub_id_offline_not_cached(cache: Path, monkeypatch: pytest.MonkeyPatch)
         read_source({"hub_id": "someone/absent-set", "hub_revision": "main"}, cache)
 
 
+def test_hub_id_loads_through_load_dataset(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The success path, offline: ``load_dataset`` also takes a local repository folder as its id."""
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", cache)
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "train.csv").write_text("text,label\na,1\nb,2\n")
+    (tmp_path / "repo" / "test.csv").write_text("text,label\nc,1\n")
+    raw = read_source({"hub_id": str(tmp_path / "repo"), "hub_revision": None, "input_column": "text"})
+    assert raw.kind == "hub" and raw.hub_id == str(tmp_path / "repo") and raw.files == ()
+    assert {s: d.num_rows for s, d in raw.splits.items()} == {"train": 2, "test": 1} and raw.label_hint is None
+
+
 def test_empty_data_dir(tmp_path: Path, cache: Path) -> None:
     (tmp_path / "readme.md").write_text("nothing here")
     with pytest.raises(FileNotFoundError, match="holds none of: a save_to_disk folder"):
