@@ -94,6 +94,7 @@ def test_json_parquet_tsv_mapping(tmp_path: Path, cache: Path) -> None:
     assert sorted(raw.splits) == ["eval", "train"] and raw.splits["train"]["seq"] == [[1, 2, 3], [4]]
     raw = read_source({"data_files": str(tmp_path / "b.parquet")}, cache)
     assert list(raw.splits) == ["train"] and raw.splits["train"]["y"] == [0.5, 1.5] and raw.kind == "parquet"
+    assert read_source({"data_files": str(tmp_path / "a.jsonl"), "format": "jsonl"}, cache).kind == "json"
     raw = read_source({"data_files": str(tmp_path / "c.tsv")}, cache)
     assert raw.splits["train"].column_names == ["s", "y"]
     table = pa.Table.from_pylist(rows)
