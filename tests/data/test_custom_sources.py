@@ -74,6 +74,17 @@ def test_csv_splits_from_names(tmp_path: Path, cache: Path) -> None:
     assert str(cache) in raw.splits["train"].cache_files[0]["filename"]
 
 
+def test_an_edited_file_is_read_again(tmp_path: Path, cache: Path) -> None:
+    for name, first, second in [("a.csv", "x\n1\n", "x\n2\n"), ("a.fa", ">s|p\nAC\n", ">s|p\nGG\n")]:
+        path = tmp_path / name
+        path.write_text(first)
+        column = "x" if name.endswith("csv") else "sequence"
+        before = read_source({"data_files": str(path)}, cache).splits["train"][column]
+        path.write_text(second)
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))  # a later modification time
+        assert read_source({"data_files": str(path)}, cache).splits["train"][column] != before
+
+
 def test_json_parquet_tsv_mapping(tmp_path: Path, cache: Path) -> None:
     rows = [{"seq": [1, 2, 3], "y": 0.5}, {"seq": [4], "y": 1.5}]
     (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -83,8 +94,14 @@ def test_json_parquet_tsv_mapping(tmp_path: Path, cache: Path) -> None:
     assert sorted(raw.splits) == ["eval", "train"] and raw.splits["train"]["seq"] == [[1, 2, 3], [4]]
     raw = read_source({"data_files": str(tmp_path / "b.parquet")}, cache)
     assert list(raw.splits) == ["train"] and raw.splits["train"]["y"] == [0.5, 1.5] and raw.kind == "parquet"
+    assert read_source({"data_files": str(tmp_path / "a.jsonl"), "format": "jsonl"}, cache).kind == "json"
     raw = read_source({"data_files": str(tmp_path / "c.tsv")}, cache)
     assert raw.splits["train"].column_names == ["s", "y"]
+    table = pa.Table.from_pylist(rows)
+    with pa.OSFile(str(tmp_path / "train.arrow"), "wb") as f, pa.ipc.new_stream(f, table.schema) as writer:
+        writer.write_table(table)
+    raw = read_source({"data_files": str(tmp_path / "train.arrow")}, cache)
+    assert raw.kind == "arrow" and raw.splits["train"]["seq"] == [[1, 2, 3], [4]]
 
 
 def test_bad_files(tmp_path: Path, cache: Path) -> None:
@@ -132,6 +149,17 @@ def test_hub_id_offline_not_cached(cache: Path, monkeypatch: pytest.MonkeyPatch)
         read_source({"hub_id": "someone/absent-set", "hub_revision": "main"}, cache)
 
 
+def test_hub_id_loads_through_load_dataset(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The success path, offline: ``load_dataset`` also takes a local repository folder as its id."""
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", cache)
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "train.csv").write_text("text,label\na,1\nb,2\n")
+    (tmp_path / "repo" / "test.csv").write_text("text,label\nc,1\n")
+    raw = read_source({"hub_id": str(tmp_path / "repo"), "hub_revision": None, "input_column": "text"})
+    assert raw.kind == "hub" and raw.hub_id == str(tmp_path / "repo") and raw.files == ()
+    assert {s: d.num_rows for s, d in raw.splits.items()} == {"train": 2, "test": 1} and raw.label_hint is None
+
+
 def test_empty_data_dir(tmp_path: Path, cache: Path) -> None:
     (tmp_path / "readme.md").write_text("nothing here")
     with pytest.raises(FileNotFoundError, match="holds none of: a save_to_disk folder"):
@@ -151,6 +179,14 @@ def test_ts_pair_in_data_dir(cache: Path) -> None:
         and "@classLabel true 1 2 in GunPoint_TRAIN.ts" in raw.label_hint.evidence
     )
     assert set(raw.splits["test"]["label"]) == {"1", "2"} and "input_values" in raw.columns_info
+
+
+@needs_aeon
+def test_ts_arrowhead(cache: Path) -> None:
+    raw = read_source({"data_dir": str(aeon_set("ArrowHead"))}, cache)
+    assert {s: d.num_rows for s, d in raw.splits.items()} == {"train": 36, "test": 175}
+    assert {len(x) for x in raw.splits["test"]["input_values"]} == {251}
+    assert raw.label_hint.class_names == ("0", "1", "2") and set(raw.splits["train"]["label"]) == {"0", "1", "2"}
 
 
 @needs_aeon
@@ -258,6 +294,11 @@ def test_ucr_float_labels_and_bad_rows(tmp_path: Path, cache: Path) -> None:
         2,
         3,
     ]
+    (tmp_path / "archive").mkdir()  # the UCR 2018 archive's layout: <name>/<name>_TRAIN.tsv and <name>_TEST.tsv
+    (tmp_path / "archive" / "S_TRAIN.tsv").write_text("1\t0.5\t0.25\n")
+    (tmp_path / "archive" / "S_TEST.tsv").write_text("2\t1\t2\n1\t3\t4\n")
+    raw = read_source({"data_dir": str(tmp_path / "archive"), "format": "ucr"}, cache)
+    assert raw.kind == "ucr" and raw.splits["test"]["label"] == ["2", "1"] and raw.splits["train"].num_rows == 1
     (tmp_path / "bad.txt").write_text("1 0.5\n2 0.1 oops\n")
     with pytest.raises(DataFormatError, match=r"bad.txt:2: a value is not a number"):
         read_source({"data_files": str(tmp_path / "bad.txt"), "format": "ucr"}, cache)
@@ -332,6 +373,12 @@ def test_split_named_files_in_data_dir(tmp_path: Path, cache: Path) -> None:
         pq.write_table(pa.table({"seq": [[1, 2], [3]], "label": [0, 1]}), tmp_path / f"{split}.parquet")
     raw = read_source({"data_dir": str(tmp_path)}, cache)
     assert sorted(raw.splits) == ["test", "train", "validation"] and raw.kind == "parquet"
+    for split in ("train", "test"):
+        (tmp_path / "nested" / split).mkdir(parents=True)
+        (tmp_path / "nested" / split / "part-0.jsonl").write_text('{"text": "a b", "label": 1}\n')
+        (tmp_path / "nested" / split / "part-1.jsonl").write_text('{"text": "c", "label": 0}\n')
+    raw = read_source({"data_dir": str(tmp_path / "nested")}, cache)
+    assert raw.kind == "json" and raw.splits["test"]["label"] == [1, 0] and sorted(raw.splits) == ["test", "train"]
 
 
 @pytest.mark.slow  # about 30 s: two fresh processes importing datasets and spt_hf

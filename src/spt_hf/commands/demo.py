@@ -12,13 +12,14 @@ def add_parsers(commands, common: argparse.ArgumentParser) -> None:
     )
     parser = add_command(commands, common, "demo", demo_command, text, takes_overrides=True)
     parser.add_argument(*spellings("--output_dir"), default="runs/demo")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0 1 2 3 4")
     parser.add_argument("--architectures", nargs="+", default=["transformer"])
 
 
 def demo_command(args, rest: list[str]) -> int:
-    from ..demo import run_demo
+    from ..demo import DEMO_SEEDS, run_demo
     from ..training.recipes import parse_overrides
 
-    run_demo(args.output_dir, seeds=args.seeds, architectures=args.architectures, overrides=parse_overrides(rest))
+    seeds = tuple(args.seeds) if args.seeds else DEMO_SEEDS
+    run_demo(args.output_dir, seeds=seeds, architectures=args.architectures, overrides=parse_overrides(rest))
     return 0

@@ -5,7 +5,7 @@
 2. A ``<name>_TRAIN.ts`` / ``<name>_TEST.ts`` pair. Several pairs (aeon's unequal-length folders also hold
    ``<name>_eq_*``) are refused: name the files with ``data_files``.
 3. Split-named files at the top of the folder (``train.csv``, ``test.parquet``, ``dev.jsonl``...; see
-   :func:`.sources.split_of`), in one format.
+   :func:`.sources.split_of`), in one format; else split folders of data files (``train/part-0.parquet``...).
 4. Class folders ``[split/]<label>/<file>``: each file is one example, its folder name the label. A ``.npy`` file
    (``(L,)`` or ``(L, C)``) or a ``.csv`` file (one time step per line, channels separated by ``,``, an optional
    header line) is a series, stored ``(L, C)`` in ``input_values``; any other file is UTF-8 text (``text``). The
@@ -30,7 +30,8 @@ SERIES_SUFFIXES = (".npy", ".csv")
 
 LOOKED_FOR = (
     "a save_to_disk folder (dataset_dict.json or state.json), a <name>_TRAIN.ts/<name>_TEST.ts pair, "
-    "split-named files (train.csv, test.parquet, ...) or class folders [split/]<label>/<file>"
+    "split-named files (train.csv, test.parquet, ...) or folders (train/*.parquet), "
+    "or class folders [split/]<label>/<file>"
 )
 
 
@@ -51,16 +52,28 @@ def read_data_dir(root: Path, fmt: str | None, cache_dir: Path | None) -> RawSou
         )
     if (pair := _ts_pair(root)) is not None:
         return sources.read_files(pair, "ts", cache_dir)
-    files = [p for p in sorted(root.iterdir()) if p.is_file() and p.suffix.lower() in sources.EXTENSIONS]
-    named: dict[str, list[Path]] = {}
-    for path in files:
-        if (split := sources.split_of(path)) is not None:
-            named.setdefault(split, []).append(path)
-    if named:
+    if named := _split_files(root):
         return sources.read_files(named, fmt, cache_dir)
     if any(p.is_dir() and not p.name.startswith(".") for p in root.iterdir()):
         return read_class_folders(root, cache_dir)
     raise FileNotFoundError(f"custom task: data_dir {str(root)!r} holds none of: {LOOKED_FOR}; or use data_files")
+
+
+def _split_files(root: Path) -> dict[str, list[Path]]:
+    """Split-named data files at the top of ``root``; else split folders (``train/``, ``test/``) holding data files
+    and no subfolders (those are class folders)."""
+    named: dict[str, list[Path]] = {}
+    for path in sorted(root.iterdir()):
+        if path.is_file() and path.suffix.lower() in sources.EXTENSIONS and (split := sources.split_of(path)):
+            named.setdefault(split, []).append(path)
+    if named:
+        return named
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and p.name.lower() in sources.SPLIT_WORDS):
+        inside = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+        files = [p for p in inside if p.is_file() and p.suffix.lower() in sources.EXTENSIONS]
+        if files and not any(p.is_dir() for p in inside):
+            named[sources.SPLIT_WORDS[folder.name.lower()]] = files
+    return named
 
 
 def _ts_pair(root: Path) -> dict[str, list[Path]] | None:

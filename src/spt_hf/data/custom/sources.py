@@ -28,6 +28,7 @@ EXTENSIONS = {
     ".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "json", ".parquet": "parquet", ".arrow": "arrow",
     ".txt": "text", ".ts": "ts", ".fa": "fasta", ".fasta": "fasta", ".fna": "fasta", ".npz": "npz",
 }  # fmt: skip
+FORMAT_ALIASES = {"jsonl": "json", "txt": "text", "fa": "fasta", "fna": "fasta"}  # extensions as format names
 SPLIT_WORDS = {"train": "train", "training": "train", "test": "test", "testing": "test", "validation": "validation"}
 SPLIT_WORDS |= {"valid": "validation", "val": "validation", "dev": "validation"}
 _BUILDERS = {"csv": ("csv", {}), "tsv": ("csv", {"sep": "\t"}), "json": ("json", {}), "parquet": ("parquet", {})}
@@ -46,7 +47,7 @@ def read_source(options: dict, cache_dir: Path | None = None) -> RawSource:
             f"custom task: {what}; set exactly one of task_options.data_files (files), data_dir (a folder) "
             "or hub_id (a Hub dataset id)"
         )
-    fmt = options.get("format")
+    fmt = FORMAT_ALIASES.get(options.get("format"), options.get("format"))
     if fmt is not None and fmt not in FORMATS:
         raise ValueError(f"custom task: format {fmt!r} is unknown; use one of {', '.join(FORMATS)}")
     if given[0] == "hub_id":
