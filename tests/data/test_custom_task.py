@@ -85,10 +85,11 @@ def test_float_targets_are_a_regression_and_class_label_features_win(monkeypatch
         ({"train": {"series": [[1.0, None]] * 8, "label": [0, 1] * 4}}, {}, "missing value (NaN or '?') at step 1"),
     ],
 )
-def test_bad_sources_fail_with_one_line(monkeypatch, tmp_path, splits, options, message):
+def test_bad_sources_fail_with_one_line(monkeypatch, tmp_path, splits, options, message, isolated_cache):
     with pytest.raises(ValueError, match=".*") as error:
         get_task_spec("custom", **use_source(monkeypatch, tmp_path, splits), **options)
     assert message in str(error.value) and "\n" not in str(error.value)
+    assert not list(isolated_cache.rglob("custom-inference/*"))  # nothing half-written
 
 
 def test_a_custom_task_needs_a_source():
