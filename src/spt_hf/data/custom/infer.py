@@ -86,6 +86,13 @@ def views(
     return {s: out[s] for s in order}, {s: origin[s] for s in order}
 
 
+def read_from(split: str, origin: dict[str, str]) -> str:
+    """The source split whose rows a split's row numbers count (a carved split's are train's)."""
+    if origin[split] == "source":
+        return split
+    return "test" if origin[split].startswith("the test split") else "train"
+
+
 def _check(options: dict) -> None:
     for key, allowed in (
         ("truncation", TRUNCATIONS),
@@ -132,7 +139,10 @@ def infer(raw: RawSource, options: dict[str, Any]) -> dict[str, Any]:
     train_ds, train_rows = parts["train"]
     train_view = train_ds.select(train_rows) if train_rows is not None else train_ds
     plan = detect_plan(train_view, inputs, options, f"{where} train")
-    stats = {s: scan_split(ds, rows, plan, labels, group, f"{where} {s}") for s, (ds, rows) in parts.items()}
+    stats = {
+        s: scan_split(ds, rows, plan, labels, group, f"{where} {read_from(s, origin)}")
+        for s, (ds, rows) in parts.items()
+    }
     unseen = {s: dict(st.unseen) for s, st in stats.items() if st.unseen}
     if unseen and (options.get("unseen_labels") or "error") == "error":
         split, counts = next(iter(unseen.items()))

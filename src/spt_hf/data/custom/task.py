@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from ..spec import Normalization, RawSplits, Source, TaskSpec
 from ..vocab import BYTE_VOCAB, Vocabulary
-from .infer import infer, views, where_of
+from .infer import infer, read_from, views, where_of
 from .inputs import TOKENIZATION, InputPlan, iter_rows
 from .labels import LabelPlan
 from .raw import RawSource
@@ -241,14 +241,14 @@ class CustomTask(TaskSpec):
         raw = read_task_source(options, _tasks_root() / "sources")
         labels = _label_plan(self.inference["labels"])
         plan = InputPlan(**{k: tuple(v) if isinstance(v, list) else v for k, v in self.inference["inputs"].items()})
-        parts, _ = views(canonical_splits(raw.splits, where_of(raw)), labels, options, options.get("group_column"))
+        parts, origin = views(canonical_splits(raw.splits, where_of(raw)), labels, options, options.get("group_column"))
         columns = list(dict.fromkeys([*plan.columns, labels.column]))
         truncation = options.get("truncation") or "right"
 
         def examples(split: str):
             ds, rows = parts[split]
             for index, row in iter_rows(ds, rows, columns):
-                where = f"{where_of(raw)} {split} row {index}"
+                where = f"{where_of(raw)} {read_from(split, origin)} row {index}"
                 label = labels.value(row[labels.column], where)
                 if label is not None:  # a class train lacks, with unseen_labels: drop
                     yield {**plan.encode(row, where, self.max_length, truncation), "label": label}
