@@ -178,9 +178,43 @@ __all__ = [
     "TASK_CARD_FILE",
     "build_feature_extractor",
     "build_tokenizer",
+    "classify_series",
     "encode_text",
     "processing_class",
     "save_preprocessing",
     "symbols_of",
     "write_task_card",
 ]
+
+
+def classify_series(model, series, feature_extractor=None, top_k: int = 1) -> list[list[dict[str, Any]]]:
+    """Classify raw continuous series with a finetuned checkpoint (any number of channels; one-channel series also
+    work through ``pipeline("audio-classification", ...)``, docs/pipelines.md).
+
+    Args:
+        model: a checkpoint folder or Hub id, or a loaded classifier.
+        series: one series or a list of them, each ``(L,)`` (one channel) or ``(L, C)``.
+        feature_extractor: the checkpoint's ``SeriesFeatureExtractor``; loaded from ``model`` when it is a path.
+        top_k: how many labels to return per series, best first.
+
+    Returns:
+        Per series, ``top_k`` dicts ``{"label": ..., "score": ...}`` (softmax scores), as the pipelines return them.
+    """
+    import torch
+    from transformers import AutoFeatureExtractor, AutoModelForSequenceClassification
+
+    if isinstance(model, str | Path):
+        feature_extractor = feature_extractor or AutoFeatureExtractor.from_pretrained(str(model))
+        model = AutoModelForSequenceClassification.from_pretrained(str(model))
+    if feature_extractor is None:
+        raise ValueError("a loaded model needs its feature_extractor (AutoFeatureExtractor.from_pretrained(folder))")
+    batch = feature_extractor(series, return_tensors="pt")
+    model.eval()
+    with torch.no_grad():
+        probs = model(**batch).logits.softmax(-1)  # (B, num_labels)
+    scores, ids = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
+    labels = model.config.id2label
+    return [
+        [{"label": labels[int(i)], "score": float(s)} for s, i in zip(row_scores, row_ids, strict=True)]
+        for row_scores, row_ids in zip(scores, ids, strict=True)
+    ]
