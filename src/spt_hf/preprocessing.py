@@ -24,6 +24,7 @@ ordinary text, never as the special token.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +49,15 @@ def symbols_of(tokenization: str, text: str) -> list[str]:
 
 
 def encode_text(spec: TaskSpec, text: str) -> list[int]:
-    """The ids the task gives raw ``text``: its symbols in the vocabulary (unknown ones ``<unk>``), truncated to
-    ``max_length`` counting the end token, then the end token when the task appends it."""
+    """The ids the task gives raw ``text``: ``strip_patterns`` deleted, its symbols in the vocabulary (unknown ones
+    ``<unk>``), truncated to ``max_length`` counting the end token (on the task's side), then the end token when the
+    task appends it."""
     _require_tokens(spec)
     keep = spec.max_length - 1 if spec.append_eos else spec.max_length
-    ids = spec.vocab.encode(symbols_of(spec.tokenization, text), unknown_ok=True)[:keep]
+    for pattern in strip_patterns(spec):
+        text = re.sub(pattern, "", text, flags=re.MULTILINE)
+    ids = spec.vocab.encode(symbols_of(spec.tokenization, text), unknown_ok=True)
+    ids = ids[-keep:] if truncation_side(spec) == "left" and len(ids) > keep else ids[:keep]
     return ids + [EOS_ID] if spec.append_eos else ids
 
 
@@ -62,6 +67,19 @@ def _require_tokens(spec: TaskSpec) -> None:
             f"task {spec.name!r} has no text tokenization (input_kind={spec.input_kind!r}); a tokenizer needs a "
             "token task with `tokenization` set (bytes, chars, whitespace or listops)"
         )
+
+
+def truncation_side(spec: TaskSpec) -> str:
+    """Which end of a too-long input the task keeps: ``"right"`` truncation keeps the start (a custom task's
+    ``truncation`` option may say ``"left"``)."""
+    return getattr(spec, "truncation", None) or "right"
+
+
+def strip_patterns(spec: TaskSpec) -> tuple[str, ...]:
+    """The regular expressions a custom task deletes from its text before tokenizing (``strip_patterns``; ``^`` and
+    ``$`` match at every line, as both Python's ``re.MULTILINE`` and the tokenizers' Oniguruma read them)."""
+    patterns = getattr(spec, "strip_patterns", None) or ()
+    return (patterns,) if isinstance(patterns, str) else tuple(patterns)
 
 
 def _backend(spec: TaskSpec):
@@ -82,8 +100,11 @@ def _backend(spec: TaskSpec):
             backend.decoder = decoders.Fuse()
         else:
             backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # no decoder: decoding joins with spaces
-        if spec.tokenization == "listops":
-            backend.normalizer = normalizers.Sequence([normalizers.Replace("(", " "), normalizers.Replace(")", " ")])
+    rules = [normalizers.Replace(Regex(pattern), "") for pattern in strip_patterns(spec)]
+    if spec.tokenization == "listops":
+        rules += [normalizers.Replace("(", " "), normalizers.Replace(")", " ")]
+    if rules:
+        backend.normalizer = normalizers.Sequence(rules)
     if spec.append_eos:
         backend.post_processor = processors.TemplateProcessing(
             single=f"$A {_EOS}", pair=f"$A {_EOS} $B:1 {_EOS}:1", special_tokens=[(_EOS, EOS_ID)]
@@ -105,7 +126,7 @@ def build_tokenizer(spec: TaskSpec):
         unk_token=_UNK,
         model_max_length=spec.max_length,
         padding_side="right",
-        truncation_side="right",
+        truncation_side=truncation_side(spec),
         split_special_tokens=True,  # "<pad>" in a review is text, as in the task's own encoding
         model_input_names=["input_ids", "attention_mask"],
     )
@@ -126,6 +147,8 @@ def build_feature_extractor(spec: TaskSpec):
         mean=list(spec.normalization.mean),
         std=list(spec.normalization.std),
         max_length=spec.max_length,
+        truncation_side=truncation_side(spec),
+        per_series=((getattr(spec, "task_card", None) or {}).get("normalization") or {}).get("mode") == "per_series",
         sampling_rate=getattr(spec, "sampling_rate", None),
     )
 

@@ -153,3 +153,45 @@ print(json.dumps({{"values": out["input_values"].tolist(), "mask": out["attentio
     out = run_without_spt_hf(code, tmp_path)
     np.testing.assert_allclose(out["values"], got["input_values"].numpy(), rtol=1e-6)
     assert out["mask"] == got["attention_mask"].tolist()
+
+
+@dataclasses.dataclass(frozen=True)
+class CustomLike(TaskSpec):
+    """The fields a custom task adds that its preprocessing follows (data/custom's spec has them)."""
+
+    truncation: str | None = None
+    strip_patterns: tuple[str, ...] = ()
+    task_card: dict | None = None
+
+
+def test_left_truncation_and_strip_patterns_of_custom_tasks(tmp_path):
+    spec = CustomLike(
+        name="custom", vocab=DNA, tokenization="chars", max_length=5, truncation="left", strip_patterns=(r"^>.*\n",)
+    )
+    text = ">label A header line\nACGTTGCA\n>x\nC"
+    tok = build_tokenizer(spec)
+    assert encode_text(spec, text) == [DNA.token_to_id(c) for c in "GCA\nC"]
+    assert tok(text, truncation=True)["input_ids"] == encode_text(spec, text)
+    card = {"source": {"files": [{"name": "a.csv", "sha256": "00"}]}, "normalization": {"mode": "per_series"}}
+    written = save_preprocessing(dataclasses.replace(spec, task_card=card), tmp_path)
+    assert "task_card.json" in written and json.loads((tmp_path / "task_card.json").read_text()) == card
+
+
+def test_per_series_normalisation_and_left_truncation_of_the_feature_extractor():
+    card = {"normalization": {"mode": "per_series"}}
+    spec = CustomLike(
+        name="custom",
+        input_kind="continuous",
+        vocab=None,
+        spt_target="values",
+        num_channels=1,
+        max_length=4,
+        normalization=Normalization((0.5,), (2.0,)),
+        truncation="left",
+        task_card=card,
+    )
+    fe = processing_class(spec)
+    raw = np.array([100.0, 1.0, 2.0, 3.0, 5.0])
+    kept = raw[-4:]
+    expected = ((kept - kept.mean()) / kept.std()).astype(np.float32)
+    np.testing.assert_allclose(fe(raw)["input_values"][0, :, 0], (expected - 0.5) / 2.0, rtol=1e-6)

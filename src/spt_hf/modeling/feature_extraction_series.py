@@ -18,7 +18,7 @@ from transformers.feature_extraction_utils import BatchFeature
 
 
 class SeriesFeatureExtractor(SequenceFeatureExtractor):
-    """Normalisation, truncation and padding of continuous series for spt_hf models.
+    """Truncation, normalisation and padding of continuous series for spt_hf models.
 
     Args:
         num_channels: values per step (C).
@@ -26,6 +26,8 @@ class SeriesFeatureExtractor(SequenceFeatureExtractor):
         std: one positive standard deviation per channel.
         max_length: the most steps a series keeps (the task's ``max_length``); ``None`` keeps all.
         truncation_side: ``"right"`` keeps the first ``max_length`` steps, ``"left"`` the last.
+        per_series: standardise each (truncated) series by its own per-channel mean and std first (a custom task's
+            ``normalization: per_series``), then apply ``mean``/``std``.
         sampling_rate: samples per second of audio-like series (``None`` where it has no meaning).
     """
 
@@ -39,6 +41,7 @@ class SeriesFeatureExtractor(SequenceFeatureExtractor):
         std: list[float] | None = None,
         max_length: int | None = None,
         truncation_side: str = "right",
+        per_series: bool = False,
         sampling_rate: int | None = None,
         **kwargs: Any,
     ) -> None:
@@ -56,10 +59,11 @@ class SeriesFeatureExtractor(SequenceFeatureExtractor):
         self.std = std
         self.max_length = max_length
         self.truncation_side = truncation_side
+        self.per_series = per_series
 
     def series(self, raw: Any, index: int = 0) -> np.ndarray:
         """One raw series as float32 ``(L, C)``, truncated; raises naming the series on a bad shape or NaN."""
-        values = np.asarray(raw, dtype=np.float32)
+        values = np.asarray(raw, dtype=np.float64)  # float32 once truncated and (per series) standardised
         if values.ndim == 1 and self.num_channels == 1:
             values = values[:, None]  # (L, 1)
         if values.ndim != 2 or values.shape[1] != self.num_channels or values.shape[0] == 0:
@@ -71,7 +75,10 @@ class SeriesFeatureExtractor(SequenceFeatureExtractor):
             raise ValueError(f"series {index}: holds NaN or infinite values; fill or drop them first")
         if self.max_length is not None and values.shape[0] > self.max_length:
             values = values[: self.max_length] if self.truncation_side == "right" else values[-self.max_length :]
-        return values
+        if self.per_series:
+            std = values.std(0)  # (C,)
+            values = (values - values.mean(0)) / np.where(std > 1e-8, std, 1.0)
+        return values.astype(np.float32, copy=False)
 
     def __call__(
         self, raw_series: Any, return_tensors: str | None = None, sampling_rate: int | None = None, **kwargs: Any
