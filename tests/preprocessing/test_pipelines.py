@@ -108,3 +108,43 @@ rows = np.asarray(json.loads({json.dumps(json.dumps(raw.tolist()))}), dtype=np.f
 print(json.dumps([classify(row, top_k=1)[0]["label"] for row in rows]))
 """
     assert run_without_spt_hf(code, tmp_path) == helper
+
+
+def test_retrieval_pairs_one_tokenizer_call_per_document_without_spt_hf(tmp_path):
+    from transformers import AutoConfig
+
+    from spt_hf import AutoModelForRetrieval
+    from spt_hf.data import get_task_spec
+    from spt_hf.data.readers.lra import aan_example
+    from spt_hf.preprocessing import save_preprocessing
+
+    spec = get_task_spec("retrieval", max_length=16)
+    config = AutoConfig.for_model(
+        "spt_s4", hidden_size=16, num_hidden_layers=1, state_size=8, **spec.model_config_kwargs()
+    )
+    torch.manual_seed(0)
+    model = AutoModelForRetrieval.from_config(config).eval()
+    model.save_pretrained(tmp_path / "retrieval")
+    save_preprocessing(spec, tmp_path / "retrieval")
+    pair = ("Ünïcode document one, long enough to be truncated.", "a second document")
+    own = aan_example("1", *pair, 16, [], "pair")
+    with torch.no_grad():
+        expected = model(input_ids=torch.tensor([own["input_ids"]]), input_ids_2=torch.tensor([own["input_ids_2"]]))
+    code = f"""
+import json
+import torch
+from transformers import AutoTokenizer
+from transformers.dynamic_module_utils import get_class_from_dynamic_module
+folder = {str(tmp_path / "retrieval")!r}
+head = json.load(open(folder + "/config.json"))["auto_map"]["AutoModelForRetrieval"]
+head = get_class_from_dynamic_module(head, folder, trust_remote_code=True)
+model = head.from_pretrained(folder, trust_remote_code=True).eval()
+tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)  # a model folder: its config is remote code
+first = tokenizer([{pair[0]!r}], truncation=True, padding=True, return_tensors="pt")
+second = tokenizer([{pair[1]!r}], truncation=True, padding=True, return_tensors="pt")
+with torch.no_grad():
+    logits = model(input_ids=first.input_ids, attention_mask=first.attention_mask,
+                   input_ids_2=second.input_ids, attention_mask_2=second.attention_mask).logits
+print(json.dumps(logits.tolist()))
+"""
+    torch.testing.assert_close(torch.tensor(run_without_spt_hf(code, tmp_path)), expected.logits)

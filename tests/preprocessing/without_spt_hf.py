@@ -35,7 +35,15 @@ def run_without_spt_hf(code: str, tmp_path: Path) -> object:
     env.update(OMP_NUM_THREADS="1", HF_HUB_DISABLE_PROGRESS_BARS="1")
     script = BLOCK + GUARD + code
     done = subprocess.run(
-        [sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", script],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    lines = done.stdout.strip().splitlines()
+    assert lines and lines[-1][:1] in "[{", f"no JSON line; stdout: {done.stdout[-2000:]} stderr: {done.stderr[-2000:]}"
+    return json.loads(lines[-1])
