@@ -142,6 +142,7 @@ def build_feature_extractor(spec: TaskSpec):
         raise ValueError(
             f"task {spec.name!r} has no normalisation yet: fit it first (spt_hf.data.fit_normalization(spec, train))"
         )
+    rate = audio_sampling_rate(spec)
     return SeriesFeatureExtractor(
         num_channels=spec.num_channels,
         mean=list(spec.normalization.mean),
@@ -149,8 +150,17 @@ def build_feature_extractor(spec: TaskSpec):
         max_length=spec.max_length,
         truncation_side=truncation_side(spec),
         per_series=((getattr(spec, "task_card", None) or {}).get("normalization") or {}).get("mode") == "per_series",
-        sampling_rate=getattr(spec, "sampling_rate", None),
+        fixed_length=rate is not None,  # the audio tasks' clips are zero-padded to their length
+        sampling_rate=rate,
     )
+
+
+def audio_sampling_rate(spec: TaskSpec) -> int | None:
+    """The sampling rate of an audio task's waveforms (the Hub task type says which tasks are audio); else None."""
+    from .data.readers.audio import SAMPLE_RATE
+    from .hub.cards import TASK_TYPES
+
+    return SAMPLE_RATE if TASK_TYPES.get(spec.name) == "audio-classification" else None
 
 
 def processing_class(spec: TaskSpec):

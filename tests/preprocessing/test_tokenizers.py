@@ -81,6 +81,17 @@ def test_chars_tokenizer_one_symbol_per_character_unknown_as_unk():
 
 def test_tasks_without_a_text_form_carry_no_tokenizer_and_continuous_ones_a_feature_extractor():
     assert processing_class(get_task_spec("digits", input_kind="continuous")).num_channels == 1
+    for name, channels in (("image", 1), ("scifar", 3), ("pathfinder", 1), ("speech_commands", 1)):
+        extractor = processing_class(get_task_spec(name))
+        spec = get_task_spec(name)
+        assert (extractor.num_channels, extractor.max_length) == (channels, spec.max_length)
+        assert (tuple(extractor.mean), tuple(extractor.std)) == (spec.normalization.mean, spec.normalization.std)
+    assert processing_class(get_task_spec("retrieval")).model_max_length == 4000  # per document
+    speech = processing_class(get_task_spec("spoken_digits"))
+    clip = np.full(1000, 0.5, dtype=np.float32)
+    out = speech(clip, sampling_rate=16000)  # zero-padded to 16000 real steps, as the task stores its clips
+    assert out["input_values"].shape == (1, 16000, 1) and out["attention_mask"].sum() == 16000
+    assert speech.sampling_rate == 16000 and processing_class(get_task_spec("image")).sampling_rate is None
     with pytest.raises(ValueError, match="no normalisation yet"):
         processing_class(get_task_spec("bidmc"))
     spec = TaskSpec(name="ids", vocab=Vocabulary(["a"], name="a"))

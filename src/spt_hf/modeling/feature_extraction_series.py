@@ -28,6 +28,8 @@ class SeriesFeatureExtractor(SequenceFeatureExtractor):
         truncation_side: ``"right"`` keeps the first ``max_length`` steps, ``"left"`` the last.
         per_series: standardise each (truncated) series by its own per-channel mean and std first (a custom task's
             ``normalization: per_series``), then apply ``mean``/``std``.
+        fixed_length: zero-pad every series to ``max_length`` with the zeros counted as real steps, as tasks of
+            fixed-length clips store them (Speech Commands: 16000 samples).
         sampling_rate: samples per second of audio-like series (``None`` where it has no meaning).
     """
 
@@ -42,6 +44,7 @@ class SeriesFeatureExtractor(SequenceFeatureExtractor):
         max_length: int | None = None,
         truncation_side: str = "right",
         per_series: bool = False,
+        fixed_length: bool = False,
         sampling_rate: int | None = None,
         **kwargs: Any,
     ) -> None:
@@ -60,6 +63,7 @@ class SeriesFeatureExtractor(SequenceFeatureExtractor):
         self.max_length = max_length
         self.truncation_side = truncation_side
         self.per_series = per_series
+        self.fixed_length = fixed_length and max_length is not None
 
     def series(self, raw: Any, index: int = 0) -> np.ndarray:
         """One raw series as float32 ``(L, C)``, truncated; raises naming the series on a bad shape or NaN."""
@@ -78,6 +82,8 @@ class SeriesFeatureExtractor(SequenceFeatureExtractor):
         if self.per_series:
             std = values.std(0)  # (C,)
             values = (values - values.mean(0)) / np.where(std > 1e-8, std, 1.0)
+        if self.fixed_length and values.shape[0] < self.max_length:
+            values = np.concatenate([values, np.zeros((self.max_length - values.shape[0], self.num_channels))])
         return values.astype(np.float32, copy=False)
 
     def __call__(
