@@ -62,6 +62,8 @@ def source_rows(results: dict, source: dict, dataset_id: str | None) -> list[tup
         rows.append(("source", f"local folder `{Path(data['data_dir']).name}` (data_dir)"))
     if dataset_id and not data.get("data_dir"):
         rows.append(("hub_id", f"`{dataset_id}` (revision not recorded)"))
+    if not rows and results.get("task"):
+        rows.append(("source", f"the `{results['task']}` task's own data, as spt_hf's loader reads it"))
     return rows
 
 
