@@ -32,6 +32,7 @@ from .data.spec import TaskSpec
 from .data.vocab import BYTE_VOCAB, EOS_ID, NUM_SPECIAL_TOKENS, SPECIAL_TOKENS, tokenize_listops
 
 TASK_CARD_FILE = "task_card.json"
+PYTHON_WHITESPACE = r"[\s\x1c-\x1f]+"  # what str.split() splits on, as an Oniguruma pattern
 _PAD, _MASK, _EOS, _UNK = SPECIAL_TOKENS
 
 
@@ -99,7 +100,9 @@ def _backend(spec: TaskSpec):
             backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
             backend.decoder = decoders.Fuse()
         else:
-            backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # no decoder: decoding joins with spaces
+            # Python's str.split(): Unicode whitespace and the separators \x1c-\x1f (the tokenizers library's
+            # WhitespaceSplit misses those four). No decoder: decoding joins the symbols with spaces.
+            backend.pre_tokenizer = pre_tokenizers.Split(Regex(PYTHON_WHITESPACE), behavior="removed")
     rules = [normalizers.Replace(Regex(pattern), "") for pattern in strip_patterns(spec)]
     if spec.tokenization == "listops":
         rules += [normalizers.Replace("(", " "), normalizers.Replace(")", " ")]

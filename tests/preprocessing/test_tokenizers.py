@@ -69,6 +69,9 @@ def test_whitespace_tokenizer_gives_the_digits_tasks_ids():
     texts, ids = digits_rows()
     assert [tok(t, truncation=True)["input_ids"] for t in texts] == ids
     assert tok("0  16\t3\n 17")["input_ids"] == [4, 20, 7, UNK_ID]  # any whitespace; 17 is not a level
+    spaces = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())  # all that str.split() splits on
+    text = " 1" + "2".join(spaces) + "3 "
+    assert tok(text)["input_ids"] == encode_text(spec, text) and len(encode_text(spec, text)) == len(spaces) + 1
 
 
 def test_chars_tokenizer_one_symbol_per_character_unknown_as_unk():
