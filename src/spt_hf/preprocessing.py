@@ -24,12 +24,15 @@ ordinary text, never as the special token.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
 
 from .data.spec import TaskSpec
 from .data.vocab import BYTE_VOCAB, EOS_ID, NUM_SPECIAL_TOKENS, SPECIAL_TOKENS, tokenize_listops
+
+logger = logging.getLogger(__name__)
 
 TASK_CARD_FILE = "task_card.json"
 PYTHON_WHITESPACE = r"[\s\x1c-\x1f]+"  # what str.split() splits on, as an Oniguruma pattern
@@ -173,7 +176,15 @@ def processing_class(spec: TaskSpec):
     if spec.input_kind == "continuous":
         return build_feature_extractor(spec)
     own_symbols = len(spec.vocab) == NUM_SPECIAL_TOKENS + len(spec.vocab.symbols)  # not a backbone tokenizer's ids
-    return build_tokenizer(spec) if spec.tokenization is not None and own_symbols else None
+    if spec.tokenization is None or not own_symbols:
+        return None
+    clash = sorted(set(SPECIAL_TOKENS) & set(spec.vocab.symbols))
+    if clash:  # the data's own "<unk>" symbol and the special token cannot share one name in a tokenizer file
+        logger.warning(
+            "task %r has the symbols %s among its content: its checkpoints carry no tokenizer", spec.name, clash
+        )
+        return None
+    return build_tokenizer(spec)
 
 
 def save_preprocessing(spec: TaskSpec, directory: str | Path) -> list[str]:

@@ -99,6 +99,8 @@ def test_tasks_without_a_text_form_carry_no_tokenizer_and_continuous_ones_a_feat
         processing_class(get_task_spec("bidmc"))
     spec = TaskSpec(name="ids", vocab=Vocabulary(["a"], name="a"))
     assert processing_class(spec) is None
+    clash = TaskSpec(name="clash", vocab=Vocabulary(["a", "<unk>"], name="a"), tokenization="whitespace")
+    assert processing_class(clash) is None and processing_class(dataclasses.replace(clash, vocab=DNA)) is not None
 
 
 def test_auto_tokenizer_loads_each_tokenizer_without_spt_hf(tmp_path):
