@@ -45,6 +45,15 @@ def _register(config_cls, modeling_module, auto_classes: dict) -> dict[str, type
         # What `register_for_auto_class` sets; it refuses Auto classes that transformers does not define.
         model_cls._auto_class = auto_name
         classes[model_cls.__name__] = model_cls
+    # Raw inputs (docs/pipelines.md): the classifier serves pipeline("audio-classification") on one-channel series,
+    # and the feature extractor a checkpoint of continuous inputs carries loads without trust_remote_code.
+    from transformers import AutoFeatureExtractor, AutoModelForAudioClassification
+
+    from .modeling.feature_extraction_series import SeriesFeatureExtractor
+
+    classifier = classes[config_cls.__name__.removesuffix("Config") + "ForSequenceClassification"]
+    AutoModelForAudioClassification.register(config_cls, classifier, exist_ok=True)
+    AutoFeatureExtractor.register(config_cls, SeriesFeatureExtractor, exist_ok=True)
     return classes
 
 

@@ -208,7 +208,7 @@ def test_push_of_a_run_uploads_the_checkpoint_and_nothing_else(pushed, hub_serve
     files = repo_files(hub_server, "tester/tiny-spt")
     tensorboard = {p for p in files if p.startswith("runs/")}
     expected = {".gitattributes", "README.md", "config.json", "model.safetensors", "results.json"}
-    expected |= {"spt_fingerprint.npy"}
+    expected |= {"spt_fingerprint.npy", "tokenizer.json", "tokenizer_config.json"}  # digits as tokens: its tokenizer
     assert set(files) == expected | MODELING_FILES | tensorboard
     assert tensorboard and all("tfevents" in p for p in tensorboard)
     assert files["model.safetensors"]["lfs"] and not files["config.json"]["lfs"]

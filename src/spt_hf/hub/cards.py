@@ -14,6 +14,7 @@ from pathlib import Path
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from ..phases import FINETUNE_PHASE, SPT_PHASE, recorded_start_kind
+from .data_card import data_context
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 SPT_TEMPLATE = TEMPLATES_DIR / "spt_checkpoint.md"
@@ -79,6 +80,8 @@ def render_model_card(
     finetune_results: dict | None = None,
     repo_id: str | None = None,
     license: str = "apache-2.0",
+    task_card: dict | None = None,
+    preprocessing: str | None = None,
 ) -> ModelCard:
     """The model card of one phase's checkpoint, from its `results.json` content.
 
@@ -90,9 +93,12 @@ def render_model_card(
         finetune_results: for an SPT checkpoint, the results of finetuning from it in the same run, when known.
         repo_id: the Hub repository, for the loading snippets (a placeholder if not given).
         license: the card's license (the Hub's identifier).
+        task_card: the checkpoint's `task_card.json` content, shown in the Data section.
+        preprocessing: what the checkpoint carries for raw inputs ("tokenizer", "feature_extractor" or None).
     """
     is_spt = results["phase"] == SPT_PHASE
     context = card_context(results, scratch_results, spt_results, finetune_results, repo_id)
+    context.update(data_context(results, task_card, preprocessing, context["dataset_id"]))
     card_data = ModelCardData(
         license=license,
         library_name="transformers",

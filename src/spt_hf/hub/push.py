@@ -2,7 +2,8 @@
 
 What is pushed (PUSH_PATTERNS): the safetensors weights, `config.json` (with the full `auto_map` spt_hf writes), the
 generation config when there is one, the modeling files (`*.py`, for remote code), `results.json`, the SPT data
-fingerprint, TensorBoard event files under `runs/`, and `README.md`, the model card rendered from `results.json`.
+fingerprint, TensorBoard event files under `runs/`, `README.md` (the model card rendered from `results.json`), and
+the preprocessing of raw inputs: the tokenizer or feature extractor files and `task_card.json`.
 Never pushed (IGNORE_PATTERNS): Trainer `checkpoint-*` folders, optimizer / scheduler / RNG states, the pickled
 `training_args.bin`, caches and hidden files. Files of the pushed kinds that the repository has and the folder
 does not are deleted by the same commit, so that the revision holds exactly the pushed checkpoint.
@@ -24,6 +25,7 @@ from pathlib import Path
 from ..checkpoints import write_text_atomic
 from ..phases import BASELINE_PHASE, FINETUNE_PHASE, PHASES, SPT_PHASE
 from .cards import render_model_card, results_from_folder
+from .data_card import preprocessing_kind, read_task_card
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +39,12 @@ PUSH_PATTERNS = [
     "spt_fingerprint.npy",
     "runs/*tfevents*",
     "README.md",
+    # the preprocessing every phase saves (docs/pipelines.md): tokenizer or feature extractor, and the task card
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "preprocessor_config.json",
+    "task_card.json",
 ]
 IGNORE_PATTERNS = [
     "checkpoint-*",
@@ -146,7 +154,13 @@ def related_results(folder: Path) -> dict:
 def write_model_card(folder: str | Path, repo_id: str | None = None) -> Path:
     """Render the card of `folder` (from its results.json and related phases) and write README.md atomically."""
     folder = Path(folder)
-    card = render_model_card(results_from_folder(folder), repo_id=repo_id, **related_results(folder))
+    card = render_model_card(
+        results_from_folder(folder),
+        repo_id=repo_id,
+        task_card=read_task_card(folder),
+        preprocessing=preprocessing_kind(folder),
+        **related_results(folder),
+    )
     path = folder / CARD_FILE
     write_text_atomic(path, str(card))
     return path

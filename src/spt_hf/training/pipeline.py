@@ -42,6 +42,7 @@ from ..data.pretraining import DataFingerprint, IndexedExamples
 from ..data.spec import TaskSpec
 from ..hub import ensure_push_credentials, push_phase
 from ..phases import BASELINE_PHASE, FINETUNE_PHASE, SPT_PHASE, start_kind
+from ..preprocessing import processing_class, write_task_card
 from .arguments import PHASE_FIELDS, Recipe, refuse_packing, spt_bidirectional
 from .compute import phase_compute
 from .recipes import validate_recipe
@@ -142,6 +143,7 @@ def _pretrain(recipe: Recipe, fingerprint: dict, callbacks: list | None) -> dict
         train_dataset=train_set,
         eval_dataset=evaluation["validation"],
         data_collator=collator,
+        processing_class=processing_class(task.spec),  # saved with every checkpoint: raw inputs work
         compute_metrics=metrics,
         preprocess_logits_for_metrics=token_argmax if tokens else None,
         callbacks=callbacks,
@@ -191,6 +193,7 @@ def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict
         train_dataset=task.splits["train"],
         eval_dataset=task.splits["validation"],
         data_collator=phase_collator(recipe, phase, task.spec),
+        processing_class=processing_class(task.spec),  # saved with every checkpoint: pipeline() on raw inputs
         compute_metrics=classification_metrics(task.spec.problem_type),
         callbacks=callbacks,
     )
@@ -335,7 +338,7 @@ def _train_and_evaluate(trainer: PhaseTrainer, recipe, task: TaskData, phase: st
         else:
             evaluations["best"] = evaluations["final"]
         evaluations["selected"] = "best"
-    export_model(trainer, output_dir)
+    export_model(trainer, output_dir, task.spec)
     wall = time.perf_counter() - start
     results = phase_results(phase, recipe, task, trainer, train_output, evaluations, curve, wall)
     results["compute"] = phase_compute(trainer)  # FLOPs of one real step x steps; not part of the wall time
@@ -360,12 +363,19 @@ def _check_resumed_form(model, checkpoint: str) -> None:
             )
 
 
-def export_model(trainer: PhaseTrainer, output_dir: str) -> None:
-    """Save the final (best) model into `output_dir`, each file written whole under a temporary name first."""
+def export_model(trainer: PhaseTrainer, output_dir: str, spec: TaskSpec | None = None) -> None:
+    """Save the final (best) model into `output_dir` with the Trainer's tokenizer or feature extractor and, for a
+    spec with a task card, `task_card.json`; each file written whole under a temporary name first."""
     # `_internal_call=True`: only save. With `push_to_hub` the Trainer would also push here, before results.json and
     # the model card exist (and bypassing the atomic export); the phase pushes them all afterwards (`push_phase`).
     if trainer.is_world_process_zero():
-        write_directory_atomically(lambda tmp: trainer.save_model(tmp, _internal_call=True), output_dir)
+
+        def save(tmp: Path) -> None:
+            trainer.save_model(tmp, _internal_call=True)
+            if spec is not None:
+                write_task_card(spec, tmp)
+
+        write_directory_atomically(save, output_dir)
     else:
         trainer.save_model(output_dir, _internal_call=True)  # takes part in gathering sharded weights
 
