@@ -205,7 +205,8 @@ def _floats_or_none(text: str) -> float | None:
 
 
 def _token_plan(train: datasets.Dataset, columns: tuple[str, ...], tokenizer: str, options: dict) -> InputPlan:
-    strip = tuple(options.get("strip_patterns") or ())
+    strip = options.get("strip_patterns") or ()
+    strip = (strip,) if isinstance(strip, str) else tuple(strip)
     plan = InputPlan(columns, "tokens", tokenizer, strip_patterns=strip)
     if tokenizer == "bytes":
         return InputPlan(columns, "tokens", tokenizer, BYTE_VOCAB.symbols, strip)
