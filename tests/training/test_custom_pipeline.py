@@ -7,6 +7,7 @@ import pytest
 from custom_helpers import text_splits, use_source
 
 from spt_hf.cli import main as cli_main
+from spt_hf.data import get_task_spec
 from spt_hf.training import load_recipe
 from spt_hf.training.pipeline import run
 
@@ -82,6 +83,16 @@ def test_spt_hf_spt_then_finetune_on_a_csv_file(tmp_path):
     result = json.loads((tmp_path / "run" / "finetune" / "results.json").read_text())
     assert result["data"]["split_sizes"] == {"train": 49, "validation": 5, "test": 6}
     assert result["metrics"]["test"]
+    from transformers import AutoTokenizer, pipeline
+
+    saved = tmp_path / "run" / "finetune"
+    assert json.loads((saved / "task_card.json").read_text())["label_names"] == ["neg", "pos"]
+    spec = get_task_spec("custom", **options)
+    assert AutoTokenizer.from_pretrained(saved)("abab7x")["input_ids"][:6] == spec.vocab.encode(
+        "abab7x", unknown_ok=True
+    )
+    predicted = pipeline("text-classification", model=str(saved))(["abab7", "cdcd8"])
+    assert {p["label"] for p in predicted} <= {"neg", "pos"}
 
 
 def test_a_data_dir_option_reaches_the_custom_task_through_a_recipe(tmp_path):
