@@ -28,7 +28,8 @@ STORAGE_DTYPES = ("float32", "uint8")
 # How raw text becomes the symbols of a token vocabulary (what a saved tokenizer reproduces): UTF-8 bytes; one
 # symbol per character; whitespace-separated symbols; LRA's ListOps rule (parentheses dropped, then whitespace).
 TOKENIZATIONS = ("bytes", "chars", "whitespace", "listops")
-# options of ``load_task`` that are not task options (``get_task_spec`` accepts and ignores them)
+# options of ``load_task`` that are not task options (``get_task_spec`` accepts and ignores them, except for a task
+# that lists one in its OPTIONS: the custom task's source folder and splits)
 LOAD_OPTIONS = (
     "cache_dir",
     "data_dir",

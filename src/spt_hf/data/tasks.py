@@ -495,8 +495,8 @@ def get_task_spec(name: str, **options: Any) -> TaskSpec:
     """The spec of task ``name`` with user ``options`` (see each task's ``OPTIONS``).
 
     ``load_task``'s own options (``LOAD_OPTIONS``: ``seed``, ``cache_dir``, ...) are accepted and ignored, so the
-    same option dict can be passed to both; those a task lists in its ``OPTIONS`` (the custom task's
-    ``split_seed`` and ``validation_from``, which decide its train split) reach it.
+    same option dict can be passed to both; those a task lists in its ``OPTIONS`` (the custom task's ``data_dir``,
+    ``split_seed`` and ``validation_from``, which decide its source and train split) reach it.
     """
     if name not in TASKS:
         raise KeyError(f"unknown task {name!r}; known tasks: {sorted(TASKS)}")
