@@ -108,3 +108,18 @@ def test_a_data_dir_option_reaches_the_custom_task_through_a_recipe(tmp_path):
     (tmp_path / "r.yaml").write_text(json.dumps(recipe))
     task = load_task_data(load_recipe(tmp_path / "r.yaml"))
     assert task.split_sizes() == {"train": 36, "validation": 4, "test": 10} and task.spec.label_names == ("0", "1")
+
+
+def test_inputs_repeated_across_the_sources_splits_are_not_an_spt_leak(monkeypatch, tmp_path):
+    """UCR/UEA archives repeat training series in test: SPT saw them as training inputs, which finetuning trains on
+    too, so the finetuning phase goes on (the leakage report counts them); an input only SPT saw still stops it."""
+    splits = text_splits(48, 16)
+    splits["test"]["text"][:3] = splits["train"]["text"][:3]
+    splits["test"]["label"][:3] = splits["train"]["label"][:3]
+    options = use_source(monkeypatch, tmp_path, splits)
+    common = {"task": "custom", "task_options": options, **TINY, "output_dir": str(tmp_path / "run")}
+    (tmp_path / "spt.yaml").write_text(json.dumps({**common, "objective": "masked"}))
+    (tmp_path / "finetune.yaml").write_text(json.dumps(common))
+    summary = run(load_recipe(tmp_path / "spt.yaml"), load_recipe(tmp_path / "finetune.yaml"))
+    assert summary["phases"]["finetune"]["init"]["kind"] == "spt"
+    assert get_task_spec("custom", **options).task_card["leakage"]["duplicates"]["train/test"] == 3
