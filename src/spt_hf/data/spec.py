@@ -265,6 +265,9 @@ class TaskSpec:
             "input_kind": self.input_kind,
             "max_position_embeddings": self.max_length,
         }
+        if self.label_names is not None and not self.is_regression:  # pipeline() answers with the class names
+            kwargs["id2label"] = dict(enumerate(self.label_names))
+            kwargs["label2id"] = {name: i for i, name in enumerate(self.label_names)}
         if self.input_kind == "tokens":
             kwargs.update(vocab_size=self.vocab_size, **special_token_ids())
         else:

@@ -224,13 +224,6 @@ class CustomTask(TaskSpec):
     def train_examples(self, validation_from: str = "train") -> int | None:
         return self.inference["train_examples"]
 
-    def model_config_kwargs(self) -> dict[str, Any]:
-        kwargs = super().model_config_kwargs()
-        if self.label_names is not None:
-            kwargs["id2label"] = dict(enumerate(self.label_names))
-            kwargs["label2id"] = {name: i for i, name in enumerate(self.label_names)}
-        return kwargs
-
     def locate(self, data_dir: str | Path | None) -> Source:
         files = tuple(source_files(self.inference["options"]))
         root = Path(self.data_dir) if self.data_dir else (files[0].parent if files else None)
