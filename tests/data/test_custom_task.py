@@ -205,3 +205,26 @@ def test_validation_from_test_is_recorded_and_keeps_train_whole(monkeypatch, tmp
     assert card["split_origin"]["validation"] == "the test split (validation_from: test)"
     assert "validation/test" not in card["leakage"]["duplicates"]  # the same examples, not a leak
     assert {k: len(v) for k, v in load_task("custom", **options).items()} == card["splits"]
+
+
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        ({"hub_id": "stanfordnlp/imdb"}, "imdb"),
+        ({"data_dir": "/data/ArrowHead"}, "ArrowHead"),
+        ({"data_files": {"train": "/d/GunPoint_TRAIN.ts", "test": "/d/GunPoint_TEST.ts"}}, "GunPoint"),
+        ({"data_files": ["reviews-train.csv"]}, "reviews"),
+        ({"data_files": "notes.jsonl"}, "notes"),
+    ],
+)
+def test_a_custom_task_is_named_after_its_source(options, expected):
+    from spt_hf.data.custom.task import source_name
+
+    assert source_name(options) == expected
+
+
+def test_the_name_option_names_the_task_without_inferring_again(monkeypatch, tmp_path):
+    options = use_source(monkeypatch, tmp_path, text_splits())
+    assert get_task_spec("custom", **options).name == "source"
+    named = get_task_spec("custom", **{**options, "name": "reviews"})
+    assert named.name == "reviews" and named.inference["key"] == get_task_spec("custom", **options).inference["key"]

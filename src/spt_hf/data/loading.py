@@ -182,6 +182,7 @@ def subsample_train(
 
 def load_task(
     name: str,
+    /,
     data_dir: str | Path | None = None,
     *,
     cache_dir: str | Path | None = None,

@@ -491,7 +491,7 @@ TASKS: dict[str, type[TaskSpec]] = {
 }
 
 
-def get_task_spec(name: str, **options: Any) -> TaskSpec:
+def get_task_spec(name: str, /, **options: Any) -> TaskSpec:
     """The spec of task ``name`` with user ``options`` (see each task's ``OPTIONS``).
 
     ``load_task``'s own options (``LOAD_OPTIONS``: ``seed``, ``cache_dir``, ...) are accepted and ignored, so the

@@ -190,6 +190,8 @@ def sourced_recipes(
     files, as `spt-hf compare --tasks` does."""
     if not architectures:
         raise ValueError("Name at least one architecture (--architectures s4 transformer ...).")
+    if task == "custom" and name and "name" not in options:  # reports name the task as its files and folders do
+        options = {**options, "name": name}
     spec = get_task_spec(task, **options)
     inputs, head = task_values(spec)
     data = {"task": task, **({"task_options": dict(options)} if options else {})}

@@ -47,6 +47,7 @@ def phase_results(phase, recipe, task, trainer, train_output, evaluations: dict,
     return {
         "phase": phase,
         "task": recipe.data.task,
+        "task_name": task.spec.name,  # a custom task's own name (its `name` option or its source's)
         "model_type": trainer.model.config.model_type,
         "num_parameters": sum(p.numel() for p in trainer.model.parameters()),
         "recipe": resolved,

@@ -141,7 +141,11 @@ def comparison_rows(results: list[dict]) -> list[Row]:
         name, test, validation = test_metric(result)
         spt = _spt_results(result) if result["phase"] == FINETUNE_PHASE else None
         entries = _entries(result, spt)
-        key = (result["task"], architecture_name(result), json.dumps(entries, sort_keys=True, default=str))
+        key = (
+            result.get("task_name") or result["task"],
+            architecture_name(result),
+            json.dumps(entries, sort_keys=True, default=str),
+        )
         spt_key = json.dumps(_entries(spt), sort_keys=True, default=str) if spt else None
         group = groups.setdefault(key, {"metric": name, "entries": entries, "spt": defaultdict(list)})
         run = Run(

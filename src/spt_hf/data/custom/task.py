@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -54,6 +55,7 @@ OPTION_KEYS = (
     "validation_from",
     "leakage_check",
     "unseen_labels",
+    "name",
 )
 _MEMO: dict[str, dict[str, Any]] = {}
 _WARNED: set[str] = set()
@@ -136,6 +138,22 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def source_name(options: dict[str, Any]) -> str:
+    """The name reports and cards give a custom task without a ``name`` option: the Hub id's last part, the
+    ``data_dir`` folder's name, or the first data file's stem less a split suffix (``GunPoint_TRAIN``: GunPoint)."""
+    if options.get("hub_id"):
+        return str(options["hub_id"]).rsplit("/", 1)[-1]
+    if options.get("data_dir"):
+        return Path(options["data_dir"]).name or "custom"
+    files = options.get("data_files")
+    while isinstance(files, (dict, list, tuple)) and files:
+        files = next(iter(files.values())) if isinstance(files, dict) else files[0]
+    if not isinstance(files, str):
+        return "custom"
+    stem = Path(files).name.split(".", 1)[0]
+    return re.sub(r"[_\-.]?(train|TRAIN|Train)$", "", stem) or stem
+
+
 @dataclass(frozen=True)
 class CustomTask(TaskSpec):
     """A user's own data (``task: custom``): the source is one of ``data_files``, ``data_dir`` or ``hub_id``;
@@ -183,7 +201,7 @@ class CustomTask(TaskSpec):
             raise ValueError(
                 "task 'custom' needs a source in task_options: data_files, data_dir or hub_id (docs/own-data.md)"
             )
-        found = cached_inference(plain)
+        found = cached_inference({k: v for k, v in plain.items() if k != "name"})  # a name changes no inference
         _report_leakage(found, plain.get("leakage_check") or "warn")
         labels, inputs = found["labels"], found["inputs"]
         fields = {k: _frozen(v) for k, v in plain.items() if k not in ("normalization", "max_length", "label_names")}
@@ -201,6 +219,7 @@ class CustomTask(TaskSpec):
                 "spt_target": "values",
             }
         regression = labels["problem_type"] == "regression"
+        fields.setdefault("name", source_name(plain))
         return cls(
             **fields,
             **kind_fields,
