@@ -16,11 +16,13 @@ from transformers import initialization as init
 from .configuration_dlr import DLRConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
+from .precision import Float32Parameters
 from .ssm import SSMMixer, as_complex, blocked_powers, compute_dtype, state_dtype
 
 
-class DLRKernel(nn.Module):
-    """The DLR kernel (nd, H, L), nd = 2 directions when bidirectional (else 1).
+class DLRKernel(Float32Parameters):
+    """The DLR kernel (nd, H, L), nd = 2 directions when bidirectional (else 1); its parameters stay float32 under
+    mixed precision (precision.py).
 
     exp(λ l) with l = i·c + j is the product exp(λ i c) exp(λ j) (blocked powers): the contraction over n is one
     real GEMM (⌈L/c⌉·nd·H, 2N) x (2N, c) against a small (N, c) table; no (N, L) exp table and no transcendental per

@@ -30,20 +30,22 @@ from .cache import MixerState
 from .configuration_mega import MegaConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
+from .precision import Float32Parameters
 from .ssm import compute_dtype, fft_conv, state_dtype
 
 # MEGA's EMA initialisation (the official MultiHeadEMA): δ, α ~ N(0, 0.2), β ~ ±1 + N(0, 0.02), γ, ω ~ N(0, 1).
 EMA_DELTA_ALPHA_STD, EMA_BETA_STD = 0.2, 0.02
 
 
-class MegaEMA(nn.Module):
+class MegaEMA(Float32Parameters):
     """Multi-dimensional damped EMA on (B, L, H): each of the H features is expanded to h components n,
 
         s_t = p ⊙ β x_t + (1 - p ⊙ α) ⊙ s_{t-1},   y_t = Σ_n γ_n s_t,n / √h + ω x_t,
 
     with p = σ(δ), α = σ(α̃) in (0, 1) (damping). As a convolution, y = K * x + ω ⊙ x with
     K_l = Σ_n p β γ q^l / √h, q = 1 - p α. Bidirectional: a second set of (δ, α, β, γ) runs backwards; as in MEGA,
-    both directions include lag 0. Parameters are (nd, H, h), nd = 2 directions when bidirectional (else 1).
+    both directions include lag 0. Parameters are (nd, H, h), nd = 2 directions when bidirectional (else 1); they stay
+    float32 under mixed precision (precision.py).
     """
 
     def __init__(self, config: MegaConfig):

@@ -23,6 +23,7 @@ from .cauchy import paired_cauchy
 from .configuration_s4 import S4Config
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
+from .precision import Float32Parameters
 from .ssm import SSMMixer, as_complex, blocked_powers, compute_dtype, state_dtype
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -59,9 +60,9 @@ def hippo_legs_nplr(state_size: int) -> tuple[Tensor, Tensor, Tensor]:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class S4KernelBase(nn.Module):
+class S4KernelBase(Float32Parameters):
     """Parameters shared by the NPLR and diagonal kernels: Δ per feature; Λ, B per SSM copy; C per feature and
-    direction. Re Λ = -exp(θ) keeps the system stable."""
+    direction. Re Λ = -exp(θ) keeps the system stable. All stay float32 under mixed precision (precision.py)."""
 
     def __init__(self, config: S4Config):
         super().__init__()
