@@ -259,7 +259,9 @@ class S4KernelNPLR(S4KernelBase):
         c_tilde = 2 * _real_pairs(as_complex(self.C.to(dtype)).conj())  # (nd, H, N)
         eye = torch.eye(c_tilde.shape[-1], dtype=dtype, device=c_tilde.device)
         system = eye - power_from_squarings(powers, self.max_length)  # I - Ā^L (H, N, N)
-        return torch.linalg.solve(system.mT, c_tilde.permute(1, 2, 0)).mT  # C (I - Ā^L) = C̃
+        # solve_ex: no error check, which would read the result's info on the host (a device sync); I - Ā^L is
+        # invertible (||Ā|| < 1)
+        return torch.linalg.solve_ex(system.mT, c_tilde.permute(1, 2, 0))[0].mT  # C (I - Ā^L) = C̃
 
     def forward(self, length: int) -> Tensor:
         """The kernel (nd, H, length): nd = 2 (forward, backward direction) when bidirectional, else 1."""

@@ -15,6 +15,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 from ..data import IGNORE_INDEX
 from ..metrics import load_metric
 from ..modeling.precision import float32_modules, shard_float32_modules
+from ..modeling.value_checks import value_checks
 from .optim import param_groups
 from .run_folder import STAGING_PREFIX, commit_checkpoint, disk_full_error
 
@@ -159,6 +160,12 @@ class PhaseTrainer(Trainer):
             )
             raise SystemExit(INTERRUPTED_EXIT)
         return output
+
+    def training_step(self, model, inputs, *args, **kwargs):
+        """`Trainer.training_step` without the model's value checks (`config.check_values`): each is a host read, a
+        GPU sync per layer and step; evaluation and direct calls keep them."""
+        with value_checks(self.model, enabled=False):
+            return super().training_step(model, inputs, *args, **kwargs)
 
     def create_optimizer(self, model=None):
         if self.optimizer is None:

@@ -1,0 +1,95 @@
+"""No host synchronisation in a training step: one forward + backward of every architecture and head (tokens and
+continuous, padded, BatchNorm included) under a dispatch mode that records the operators that make a GPU wait for
+the host (a value read with `.item()`/`int()`/`bool()`, `nonzero`, boolean indexing, linalg error checks), with the
+value checks off as the Trainer runs its steps (`value_checks(model, enabled=False)`). The mode itself is checked
+to see each kind."""
+
+import pytest
+import torch
+from helpers import TINY_CONFIGS, TINY_IDS
+from test_modeling_common import HEADS, build, head_inputs
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from spt_hf.modeling.value_checks import value_checks
+
+aten = torch.ops.aten
+SYNCING = {
+    aten._local_scalar_dense.default,  # .item(), int(t), bool(t), float(t)
+    aten.nonzero.default,
+    aten.nonzero_static.default,
+    aten.masked_select.default,
+    aten.unique_consecutive.default,
+    aten._unique2.default,
+    aten.repeat_interleave.Tensor,
+    aten._linalg_check_errors.default,  # torch.linalg.solve/inv/cholesky raise on a singular input: a host read
+    aten.equal.default,
+    aten.is_nonzero.default,
+}
+
+
+class SyncRecorder(TorchDispatchMode):
+    """Records the synchronising operators dispatched inside it (boolean-mask indexing too)."""
+
+    def __init__(self):
+        super().__init__()
+        self.found: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        indices = args[1] if func in (aten.index.Tensor, aten.index_put.default, aten.index_put_.default) else ()
+        if func in SYNCING or any(i is not None and i.dtype == torch.bool for i in indices):
+            self.found.append(str(func))
+        return func(*args, **kwargs)
+
+
+def test_the_recorder_sees_each_kind():
+    x = torch.randn(4, 4)
+    with SyncRecorder() as recorder:
+        x.sum().item()
+        x[x > 0]
+        torch.linalg.solve(x + 4 * torch.eye(4), x)
+        torch.linalg.solve_ex(x + 4 * torch.eye(4), x)
+        x.nonzero()
+    assert len(recorder.found) == 4 and "aten._linalg_check_errors.default" in recorder.found
+
+
+def training_step_syncs(entry, head: str, input_kind: str) -> list[str]:
+    model = build(entry, head, input_kind).train()
+    inputs = head_inputs(model, head)
+    with value_checks(model, enabled=False), SyncRecorder() as recorder:
+        outputs = model(**inputs)
+        loss = outputs.last_hidden_state.sum() if head == "model" else outputs.loss
+        loss.backward()
+    return recorder.found
+
+
+SPT_CONFIGS = [entry for entry in TINY_CONFIGS if entry[1] != "spt_backbone"]
+
+
+@pytest.mark.parametrize("entry", SPT_CONFIGS, ids=[entry[0] for entry in SPT_CONFIGS])
+def test_no_host_sync_in_a_training_step(entry):
+    found = {
+        f"{head}/{kind}": syncs
+        for head in HEADS
+        for kind in ("tokens", "continuous")
+        if head != "causal_lm" or entry[0] != "linformer-layerwise"
+        if (syncs := training_step_syncs(entry, head, kind))
+    }
+    assert not found
+
+
+def test_no_host_sync_on_the_nplr_powers_path(monkeypatch):
+    import spt_hf.modeling.modeling_s4 as s4_module
+
+    monkeypatch.setattr(s4_module, "_CAUCHY_MAX_WORK", 0)  # NPLR's blocked powers (and its linear solve)
+    entry = TINY_CONFIGS[TINY_IDS.index("s4-nplr")]
+    assert not training_step_syncs(entry, "masked_lm", "tokens")
+
+
+def test_value_checks_on_by_default_read_the_host():
+    entry = TINY_CONFIGS[TINY_IDS.index("s4-nplr")]
+    model = build(entry, "model")
+    assert model.config.check_values
+    with SyncRecorder() as recorder:
+        model(**head_inputs(model, "model"))
+    assert "aten._local_scalar_dense.default" in recorder.found
