@@ -31,7 +31,7 @@ from .configuration_mega import MegaConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
 from .precision import Float32Parameters
-from .ssm import compute_dtype, fft_conv, state_dtype
+from .ssm import block_size, compute_dtype, fft_conv, state_dtype
 
 # MEGA's EMA initialisation (the official MultiHeadEMA): δ, α ~ N(0, 0.2), β ~ ±1 + N(0, 0.02), γ, ω ~ N(0, 1).
 EMA_DELTA_ALPHA_STD, EMA_BETA_STD = 0.2, 0.02
@@ -79,7 +79,7 @@ class MegaEMA(Float32Parameters):
         """K (nd, H, length) with powers q^l = (q^c)^i q^j, l = i c + j: a batched (I, h) x (h, c) product per
         (nd, H) instead of a (nd, H, h, L) table."""
         inputs, log_q, outputs = self.coefficients(compute_dtype(self.delta))
-        block = math.isqrt(max(length - 1, 0)) + 1
+        block = block_size(self.config.max_position_embeddings)  # fixed: no guard on the exact length under compile
         steps = torch.arange(-(-length // block), device=log_q.device, dtype=log_q.dtype) * block  # (I,)
         coarse = torch.exp(log_q.unsqueeze(-1) * steps)  # (nd, H, h, I)
         fine = torch.exp(log_q.unsqueeze(-1) * torch.arange(block, device=log_q.device, dtype=log_q.dtype))

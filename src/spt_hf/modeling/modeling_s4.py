@@ -24,7 +24,7 @@ from .configuration_s4 import S4Config
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
 from .precision import Float32Parameters
-from .ssm import SSMMixer, as_complex, blocked_powers, compute_dtype, state_dtype
+from .ssm import SSMMixer, as_complex, block_size, blocked_powers, compute_dtype, state_dtype
 
 # ----------------------------------------------------------------------------------------------------------------
 # HiPPO-LegS in NPLR form
@@ -286,8 +286,12 @@ class S4KernelNPLR(S4KernelBase):
         """Blocked powers of Ā on the real basis (class docstring), at the input length."""
         dtype = compute_dtype(self.log_dt)
         transition, input_vec = self.discretize(dtype)  # (H, N, N), (H, N)
-        block_bits = math.isqrt(length - 1).bit_length()  # c = 2^b >= ⌈√length⌉ = isqrt(length - 1) + 1
-        row_bits = (-(-length // (1 << block_bits)) - 1).bit_length()  # 2^r blocks of c cover the length
+        # c = 2^b >= ⌈√max_length⌉ (fixed: no guard on the exact length under torch.compile); 2^r blocks of c
+        # cover the length (a comparison, a guard on a range of lengths)
+        block_bits = math.isqrt(self.max_length - 1).bit_length()
+        row_bits = 0
+        while (1 << (block_bits + row_bits)) < length:
+            row_bits += 1
         powers = squarings(transition, max(block_bits + row_bits, self.max_length.bit_length()))
         states = input_vec.unsqueeze(-1)  # Ā^j B̄, j < 2^k: (H, N, 2^k)
         for k in range(block_bits):
@@ -350,7 +354,8 @@ class S4KernelDiag(S4KernelBase):
         mu, _, input_vec = self.discretize(compute_dtype(self.log_dt))  # (H, N/2)
         weights = as_complex(self.C.to(input_vec.real.dtype)) * input_vec  # (nd, H, N/2)  C B̄
         log_transition = torch.log(1 + mu) - torch.log(1 - mu)  # log Ā (H, N/2)
-        coarse, fine, _ = blocked_powers(log_transition, length)  # (H, N/2, I) Ā^(ic), (H, N/2, c) Ā^j
+        block = block_size(self.config.max_position_embeddings)  # fixed: no guard on the length under compile
+        coarse, fine, _ = blocked_powers(log_transition, length, block)  # (H, N/2, I) Ā^(ic), (H, N/2, c) Ā^j
         left = (weights.unsqueeze(-1) * coarse).permute(1, 0, 3, 2).flatten(1, 2)  # (H, nd·I, N/2)
         # 2 Re(left @ fine) = 2 [Re left, Im left] @ [Re fine; -Im fine]: one real batched matmul
         real = torch.bmm(torch.cat([left.real, left.imag], -1), torch.cat([fine.real, -fine.imag], 1))  # (H, nd·I, c)

@@ -221,15 +221,24 @@ def fft_conv(u: Tensor, kernel: Tensor, D: Tensor) -> Tensor:
     return out.to(u.dtype)
 
 
-def blocked_powers(log_a: Tensor, length: int, block: int | None = None) -> tuple[Tensor, Tensor, int]:
+def block_size(reference_length: int) -> int:
+    """The block c = ⌈√reference⌉ of `blocked_powers` for kernels of about `reference_length` (a config's length, a
+    plain int): a kernel computed at any input length with this fixed c does not depend on the exact length through
+    Python integer arithmetic, so torch.compile traces one graph for every length (no guard on it)."""
+    return math.isqrt(max(reference_length - 1, 0)) + 1
+
+
+def blocked_powers(log_a: Tensor, length, block: int | None = None) -> tuple[Tensor, Tensor, int]:
     """a^l for l < length as the outer product a^(i·c) · a^j, l = i·c + j, block c (default ⌈√length⌉).
 
     Only about N·(L/c + 2√c) complex exponentials instead of N·L (the complex-exp Vandermonde): the caller
     contracts `coarse` (..., N, ⌈L/c⌉) and `fine` (..., N, c) with one matmul; `fine` itself is the product of two
     smaller tables (a^(j1·s) a^j2, s ≈ √c). Exponents are formed in float64 so that the phase l·Im(log a) stays
-    exact for l up to 10^5; the tables come back as complex64 (complex128 for float64 inputs).
+    exact for l up to 10^5; the tables come back as complex64 (complex128 for float64 inputs). A given block (a plain
+    int, see `block_size`) is used as it is, even above the length, so that a symbolic length under torch.compile
+    only sets the number of coarse entries.
     """
-    block = max(1, min(block or math.isqrt(max(length - 1, 0)) + 1, length))
+    block = block_size(length) if block is None else max(1, block)
     out_dtype = torch.complex128 if log_a.dtype == torch.complex128 else torch.complex64
     log_a = log_a.to(torch.complex128)
 
