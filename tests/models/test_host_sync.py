@@ -54,12 +54,17 @@ def test_the_recorder_sees_each_kind():
 
 
 def training_step_syncs(entry, head: str, input_kind: str) -> list[str]:
+    """The synchronising operators of one forward + backward; every parameter must also get a gradient (the Trainer
+    runs DDP with `ddp_find_unused_parameters=False`)."""
     model = build(entry, head, input_kind).train()
     inputs = head_inputs(model, head)
     with value_checks(model, enabled=False), SyncRecorder() as recorder:
         outputs = model(**inputs)
         loss = outputs.last_hidden_state.sum() if head == "model" else outputs.loss
         loss.backward()
+    if head != "model":
+        unused = [name for name, p in model.named_parameters() if p.requires_grad and p.grad is None]
+        recorder.found += [f"unused parameter {name}" for name in unused]
     return recorder.found
 
 
@@ -86,6 +91,32 @@ def test_no_host_sync_on_the_nplr_powers_path(monkeypatch):
     assert not training_step_syncs(entry, "masked_lm", "tokens")
 
 
+def test_kernels_run_without_tf32(monkeypatch):
+    """A user's TF32 setting is off while an SSM/EMA kernel is computed, and back on after."""
+    from spt_hf.modeling.modeling_mega import MegaEMA
+    from spt_hf.modeling.modeling_s4 import S4KernelNPLR
+
+    seen = []
+
+    def recording(compute):
+        def wrapped(self, length):
+            seen.append(torch.backends.cuda.matmul.allow_tf32)
+            return compute(self, length)
+
+        return wrapped
+
+    monkeypatch.setattr(S4KernelNPLR, "forward", recording(S4KernelNPLR.forward))
+    monkeypatch.setattr(MegaEMA, "kernel", recording(MegaEMA.kernel))
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        for name in ("s4-nplr", "mega-chunk-laplace"):
+            model = build(TINY_CONFIGS[TINY_IDS.index(name)], "model")
+            model(**head_inputs(model, "model"))
+        assert len(seen) == 4 and not any(seen) and torch.backends.cuda.matmul.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
 def test_value_checks_on_by_default_read_the_host():
     entry = TINY_CONFIGS[TINY_IDS.index("s4-nplr")]
     model = build(entry, "model")
@@ -93,3 +124,15 @@ def test_value_checks_on_by_default_read_the_host():
     with SyncRecorder() as recorder:
         model(**head_inputs(model, "model"))
     assert "aten._local_scalar_dense.default" in recorder.found
+
+
+BACKBONES = [entry for entry in TINY_CONFIGS if entry[1] == "spt_backbone"]
+
+
+@pytest.mark.parametrize("entry", BACKBONES, ids=[entry[0] for entry in BACKBONES])
+def test_every_backbone_parameter_gets_a_gradient(entry):
+    """transformers' layers inside spt_backbone too (the Trainer's `ddp_find_unused_parameters=False`)."""
+    for head in ("masked_lm", "classification"):
+        model = build(entry, head).train()
+        model(**head_inputs(model, head)).loss.backward()
+        assert [name for name, p in model.named_parameters() if p.requires_grad and p.grad is None] == []

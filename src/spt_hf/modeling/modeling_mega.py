@@ -31,7 +31,7 @@ from .configuration_mega import MegaConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
 from .precision import Float32Parameters
-from .ssm import block_size, compute_dtype, fft_conv, state_dtype
+from .ssm import block_size, compute_dtype, exact_float32_matmuls, fft_conv, state_dtype
 
 # MEGA's EMA initialisation (the official MultiHeadEMA): δ, α ~ N(0, 0.2), β ~ ±1 + N(0, 0.02), γ, ω ~ N(0, 1).
 EMA_DELTA_ALPHA_STD, EMA_BETA_STD = 0.2, 0.02
@@ -91,7 +91,8 @@ class MegaEMA(Float32Parameters):
         """(B, L, H) -> SiLU(K * x + ω ⊙ x), (B, L, H); padded positions must be zero."""
         length = hidden_states.shape[1]
         with torch.autocast(device_type=hidden_states.device.type, enabled=False):
-            kernel = self.kernel(length + self.channels - 1)  # (nd, H, L[+1]): backward lags are 1..L
+            with exact_float32_matmuls():
+                kernel = self.kernel(length + self.channels - 1)  # (nd, H, L[+1]): backward lags are 1..L
             if self.channels == 2:
                 # fft_conv's backward kernel covers lags -1..-L; MEGA's backward lag 0 joins the forward one.
                 forward = kernel[0, :, :length] + F.pad(kernel[1, :, :1], (0, length - 1))  # (H, L)

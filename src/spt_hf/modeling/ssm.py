@@ -17,6 +17,8 @@ instead of saving a (B, H, L+1) complex tensor.
 """
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -251,6 +253,23 @@ def blocked_powers(log_a: Tensor, length, block: int | None = None) -> tuple[Ten
     return table(-(-length // block), block), fine.flatten(-2)[..., :block], block
 
 
+@contextmanager
+def exact_float32_matmuls() -> Iterator[None]:
+    """TF32 off for the matmuls of an SSM/EMA kernel, whatever the user enabled (`tf32: true`,
+    `torch.backends.cuda.matmul.allow_tf32`): with TF32 the NPLR kernel is off by 3-8e-3 relative, bf16's precision,
+    which the float32 kernels exist to avoid. Restored on exit. While torch.compile traces, the global setting stays
+    (a compiled graph follows the setting it was compiled under)."""
+    matmul = torch.backends.cuda.matmul
+    if torch.compiler.is_compiling() or not matmul.allow_tf32:
+        yield
+        return
+    matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        matmul.allow_tf32 = True
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The layer
 # ----------------------------------------------------------------------------------------------------------------
@@ -294,7 +313,8 @@ class SSMMixer(nn.Module):
     def forward(self, hidden_states: Tensor, attention_mask: Tensor | None = None, **kwargs) -> Tensor:
         """(B, L, H) -> (B, L, H). Padded positions must already be zero (right padding); the mask is unused."""
         with torch.autocast(device_type=hidden_states.device.type, enabled=False):
-            kernel = self.kernel(hidden_states.shape[1])  # (nd, H, L) float32
+            with exact_float32_matmuls():
+                kernel = self.kernel(hidden_states.shape[1])  # (nd, H, L) float32
             check_finite(kernel, self)
             y = fft_conv(hidden_states, kernel, self.D)  # (B, L, H) in the input dtype
         return self._output(y)

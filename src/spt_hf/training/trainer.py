@@ -114,7 +114,9 @@ class PhaseTrainer(Trainer):
     handed to datasets that draw per-epoch randomness (the SPT masks of `IndexedExamples`), and checkpoints that are
     complete or absent: each is written into a staging folder, given a manifest of the sha256 of its files, and
     renamed into place (`run_folder.commit_checkpoint`); a full disk is one clear error. A process that sees several
-    GPUs is refused (no `nn.DataParallel`): a phase runs one process per GPU."""
+    GPUs is refused (no `nn.DataParallel`): a phase runs one process per GPU. DDP does not search for unused
+    parameters (none is), the value checks are off in training steps, and the SSM/EMA parameters stay float32 under
+    FSDP2 mixed precision (`keep_float32_parameters`)."""
 
     _staging_root: Path | None = None
     _push_after_commit = False
@@ -129,6 +131,10 @@ class PhaseTrainer(Trainer):
                 f"nn.DataParallel: `accelerate launch --num_processes {training_args.n_gpu} -m spt_hf ...` (or "
                 "`spt-hf compare --accelerate_config`), or CUDA_VISIBLE_DEVICES=0 for one GPU."
             )
+        if training_args is not None and training_args.ddp_find_unused_parameters is None:
+            # every parameter of an spt_hf model gets a gradient in every step (tests/models/test_host_sync.py):
+            # transformers' default (True without gradient checkpointing) would add a graph traversal per DDP step
+            training_args.ddp_find_unused_parameters = False
         super().__init__(*args, **kwargs)
         self._float32_sharded = False
         keep_float32_parameters(self.model, self.accelerator, shard=False)  # refuses DeepSpeed/FSDP1 before the data
