@@ -130,3 +130,24 @@ def test_trainer_path_shards_fsdp2_and_refuses_deepspeed_and_fsdp1(mesh, monkeyp
     assert keep_float32_parameters(model, accelerator("bf16")) == 0  # DDP: autocast, nothing to shard
     assert keep_float32_parameters(model, accelerator("bf16", fsdp_version=2), shard=False) == 0
     assert keep_float32_parameters(model, accelerator("bf16", fsdp_version=2)) == 1
+
+
+@pytest.mark.parametrize("case", ["s4-nplr-powers", "dlr", "mega"])
+def test_from_pretrained_in_bfloat16_loads_ssm_parameters_exactly(case, monkeypatch, tmp_path):
+    from transformers import AutoModel
+
+    model, _ = build(case, monkeypatch)
+    model.save_pretrained(tmp_path)
+    loaded = AutoModel.from_pretrained(tmp_path, dtype=torch.bfloat16)
+    saved = dict(model.named_parameters())
+    kept = {name for module in float32_modules(loaded) for name, _ in module.named_parameters()}
+    checked = 0
+    for name, param in loaded.named_parameters():
+        if name.rsplit(".", 1)[-1] in kept and (".kernel." in name or ".ema." in name):
+            assert param.dtype == torch.float32 and torch.equal(param, saved[name]), name
+            checked += 1
+        elif name.endswith("word_embeddings.weight"):
+            assert param.dtype == torch.bfloat16
+    assert checked >= 3
+    fresh = AutoModel.from_config(loaded.config, dtype=torch.bfloat16)
+    assert all(p.dtype == torch.float32 for m in float32_modules(fresh) for p in m.parameters())

@@ -25,6 +25,7 @@ from .blocks import MaskedBatchNorm, SequenceEmbeddings, SequenceLayer, Sequence
 from .cache import SequenceCache
 from .checkpoint_files import check_local_checkpoint
 from .configuration_sequence import SequenceModelConfig
+from .precision import float32_module_patterns
 
 # Auto class -> class-name suffix of the head that serves it. Used to write a complete `auto_map` on save.
 AUTO_CLASS_SUFFIXES = {
@@ -50,6 +51,12 @@ class SequencePreTrainedModel(PreTrainedModel):
         super().__init__(config, *args, **kwargs)
         if not config.is_token_input:
             self.main_input_name = "input_values"
+
+    def post_init(self):
+        """transformers' post_init; `from_pretrained(dtype=bf16/fp16)` then loads the float32 modules' parameters
+        (SSM kernels, MEGA's EMA: precision.py) in float32 instead of rounding them."""
+        super().post_init()
+        self._keep_in_fp32_modules_strict.update(float32_module_patterns(self))
 
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)

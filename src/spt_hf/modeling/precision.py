@@ -31,6 +31,13 @@ class Float32Parameters(nn.Module):
 
         return super()._apply(keep_precision, recurse)
 
+    def register_parameter(self, name: str, param: nn.Parameter | None) -> None:
+        """Parameters created under a half-precision default dtype (`from_config(dtype=torch.bfloat16)`) are made
+        float32."""
+        if param is not None and param.dtype in _HALF_DTYPES:
+            param = nn.Parameter(param.detach().float(), requires_grad=param.requires_grad)
+        super().register_parameter(name, param)
+
 
 def float32_modules(model: nn.Module) -> list[nn.Module]:
     """The `Float32Parameters` modules of `model` (outermost only) that hold parameters."""
@@ -40,6 +47,14 @@ def float32_modules(model: nn.Module) -> list[nn.Module]:
         if isinstance(module, Float32Parameters) and not nested and any(True for _ in module.parameters()):
             found.append(module)
     return found
+
+
+def float32_module_patterns(model: nn.Module) -> set[str]:
+    """Name patterns of the float32 modules (`mixer.kernel.`, `mixer.ema.`) for transformers'
+    `_keep_in_fp32_modules_strict`, which keeps them float32 when `from_pretrained` loads in bf16/fp16."""
+    kept = {id(module) for module in float32_modules(model)}
+    names = {name for name, module in model.named_modules() if id(module) in kept}
+    return {".".join(name.split(".")[-2:]) + "." for name in names}
 
 
 def float32_policy():

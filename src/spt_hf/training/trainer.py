@@ -83,7 +83,7 @@ def keep_float32_parameters(model: torch.nn.Module, accelerator, shard: bool = T
     in bf16/fp16); DeepSpeed and FSDP1 with mixed precision round them, and are refused in one line. Returns how
     many modules were sharded (`shard=False`: only the refusals)."""
     state = accelerator.state
-    if accelerator.mixed_precision in (None, "no") or not float32_modules(model):
+    if model is None or accelerator.mixed_precision in (None, "no") or not float32_modules(model):
         return 0
     setting = f"mixed_precision: {accelerator.mixed_precision}"
     if getattr(state, "deepspeed_plugin", None) is not None:
