@@ -136,3 +136,17 @@ def test_every_backbone_parameter_gets_a_gradient(entry):
         model = build(entry, head).train()
         model(**head_inputs(model, head)).loss.backward()
         assert [name for name, p in model.named_parameters() if p.requires_grad and p.grad is None] == []
+
+
+def test_compiled_performer_redraws_when_counted_outside_the_graph():
+    """A compiled forward does not count (no graph break); the Trainer's eager count before each step redraws."""
+    entry = TINY_CONFIGS[TINY_IDS.index("performer")]
+    model = build(entry, "model", feature_redraw_interval=2).train()
+    compiled = torch.compile(model, backend="eager", fullgraph=True)
+    inputs = head_inputs(model, "model")
+    first = model.attention_layers()[0].projection
+    for _ in range(3):
+        model.count_training_call()
+        compiled(**inputs)
+    assert int(model.feature_draws) == 1 and int(model.forward_calls) == 1
+    assert not torch.equal(model.attention_layers()[0].projection, first)

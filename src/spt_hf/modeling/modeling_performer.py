@@ -284,20 +284,20 @@ class PerformerModel(RotaryTransformerModel, PerformerPreTrainedModel):
             counter.fill_(value)  # a write from the host: no sync
         self.__dict__.setdefault("_host_counts", {})[id(counter)] = (counter, counter._version, value)
 
-    @torch.compiler.disable
-    def _count_training_call(self) -> None:
-        """Before a training forward: redraw when `feature_redraw_interval` passes used the current features. Here,
+    def count_training_call(self) -> None:
+        """Before a training forward: redraw when `feature_redraw_interval` passes used the current features. Called
         once per base model call, not in the layers (gradient checkpointing runs those twice); counted on the host
-        (no device sync) and run eagerly under torch.compile, so compiled training redraws too."""
+        (no device sync). Skipped while torch.compile traces the model: a compiled model's Trainer calls it before
+        each training step instead (training/trainer.py), so compiled training redraws too."""
         interval = self.config.feature_redraw_interval
-        if not self.training or interval is None:
+        if not self.training or interval is None or torch.compiler.is_compiling():
             return
         if self._host_count(self.forward_calls) >= interval:
             self.redraw_features()
         self._set_count(self.forward_calls, self._host_count(self.forward_calls) + 1)
 
     def forward(self, *args, **kwargs):
-        self._count_training_call()
+        self.count_training_call()
         return super().forward(*args, **kwargs)
 
     def _mixer_kwargs(self, hidden_states: Tensor, padding_mask: Tensor | None, position_ids=None) -> dict:

@@ -169,7 +169,13 @@ class PhaseTrainer(Trainer):
 
     def training_step(self, model, inputs, *args, **kwargs):
         """`Trainer.training_step` without the model's value checks (`config.check_values`): each is a host read, a
-        GPU sync per layer and step; evaluation and direct calls keep them."""
+        GPU sync per layer and step; evaluation and direct calls keep them. Under `torch_compile`, Performer's
+        feature-redraw count happens here (its compiled forward skips it)."""
+        if self.args.torch_compile:  # a compiled forward does not count Performer's passes: counted here, eagerly
+            self.model.train()
+            for module in self.model.modules():
+                if hasattr(module, "count_training_call"):
+                    module.count_training_call()
         with value_checks(self.model, enabled=False):
             return super().training_step(model, inputs, *args, **kwargs)
 
