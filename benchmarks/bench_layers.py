@@ -71,7 +71,8 @@ def reference_fft_conv(u: torch.Tensor, kernel: torch.Tensor, D: torch.Tensor) -
 def reference_s4d_kernel(kernel, length: int) -> torch.Tensor:
     """Complex-exp Vandermonde: K = 2 Re Σ_n C_n B̄_n exp(l log Ā_n), an (H, N/2, L) complex exp."""
     _, transition, input_vec = kernel.discretize(torch.float32)
-    vandermonde = torch.exp(torch.log(transition).unsqueeze(-1) * torch.arange(length))  # (H, N/2, L)
+    steps = torch.arange(length, device=transition.device)
+    vandermonde = torch.exp(torch.log(transition).unsqueeze(-1) * steps)  # (H, N/2, L)
     return 2 * torch.einsum("chn,hnl->chl", as_complex(kernel.C) * input_vec, vandermonde).real
 
 
@@ -80,7 +81,8 @@ def reference_nplr_kernel(kernel, length: int) -> torch.Tensor:
     dt, lam, B = kernel._ssm(torch.float32)
     P = kernel._tile(as_complex(kernel.P))
     C = as_complex(kernel.C)  # (C, H, N/2), already C̃ for this length
-    omega = torch.exp(-2j * math.pi * torch.arange(length // 2 + 1) / length).to(torch.complex64)
+    bins = torch.arange(length // 2 + 1, device=dt.device)
+    omega = torch.exp(-2j * math.pi * bins / length).to(torch.complex64)
     z = 2 * (1 - omega) / (1 + omega)  # bilinear map of the roots of unity
     left = torch.cat([B.unsqueeze(0), P.unsqueeze(0)])  # (2, H, N/2)
     right = torch.cat([C, P.conj().unsqueeze(0)])  # (C+1, H, N/2)
@@ -95,7 +97,8 @@ def reference_nplr_kernel(kernel, length: int) -> torch.Tensor:
 
 def reference_dlr_kernel(kernel, length: int) -> torch.Tensor:
     """Explicit (N, L) exp table: K = Re(W @ exp(λ l))."""
-    table = torch.exp(kernel.eigenvalues(torch.float32).unsqueeze(-1) * torch.arange(length))  # (N, L)
+    eigenvalues = kernel.eigenvalues(torch.float32)
+    table = torch.exp(eigenvalues.unsqueeze(-1) * torch.arange(length, device=eigenvalues.device))  # (N, L)
     return torch.einsum("chn,nl->chl", as_complex(kernel.W), table).real
 
 

@@ -1,59 +1,77 @@
 #!/usr/bin/env bash
-# GPU check for a machine with CUDA GPUs, under 10 minutes (the steps' time limits add up to 570 s): installs spt_hf
-# (from local wheels in .whl/ when the network is closed), then on CUDA runs the layer and model benchmarks in fp32
-# and bf16 autocast at LRA shapes, checks that bf16 training losses stay finite, compares the dry run's estimate
-# (spt-hf estimate) with real full-size steps of one paper recipe per architecture, times compiled against eager
-# training of two paper recipes, and runs one DDP and one FSDP step (one process per GPU, or one process on a single
-# GPU). Everything it prints also goes to $OUT (or ./gpu_check_out).
-#   bash benchmarks/gpu_check.sh
+# The GPU check: one call of at most 8 minutes on one CUDA GPU with no network (setup about 60 s, then step budgets
+# of 390 s: about 450 s).
+#   bash benchmarks/gpu_check.sh              on the GPU machine; logs in $OUT (default ./gpu_check_out)
+#   DRY_RUN=1 bash benchmarks/gpu_check.sh    every step on the CPU at tiny sizes (CI: tests/benchmarks)
+# Wheels: the GPU image's own torch is used (a CUDA torch cannot be carried); the pure-Python wheels of
+# benchmarks/gpu_wheels.txt are installed from a carried folder .whl/ (`pip download --no-deps -d .whl -r
+# benchmarks/gpu_wheels.txt` on a machine with network). Each step writes its full log to $OUT/<step>.log and one
+# summary line (exit status, seconds, its last line) to $OUT/summary.txt: setup, parity, estimate, compile,
+# crossover, fsdp (7 files with the summary).
+#   (a) parity     CUDA against CPU for every architecture and head, tokens and continuous, padded, BatchNorm
+#                  included: fp32 outputs, bf16 steps NaN-free, and no host-synchronising operator in a step
+#   (b) estimate   six paper recipes: step time and peak memory against `spt-hf estimate` (bench_estimate.py)
+#   (c) compile    bf16 torch.compile over 11 lengths padded to 64: graphs, graph breaks, step times
+#   (d) crossover  NPLR's Cauchy sums against blocked powers on the device (`_CAUCHY_MAX_WORK`)
+#   (e) fsdp       FSDP2 on one rank with a bf16 policy: SSM/EMA kernels equal the float32 ones
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_check_out}
+DRY_RUN=${DRY_RUN:-0}
+PY=${PYTHON:-python3}
 mkdir -p "$OUT"
-exec > >(tee "$OUT/gpu_check.log") 2>&1
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error HF_HUB_DISABLE_PROGRESS_BARS=1
+: > "$OUT/summary.txt"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
+export HF_HUB_DISABLE_PROGRESS_BARS=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
 
-PY=python3
-if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
-  $PY -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:src
+# run_step NAME BUDGET_SECONDS COMMAND...: the full log in $OUT/NAME.log, one summary line with the exit status
+run_step() {
+  local name=$1 budget=$2 start rc
+  shift 2
+  [ "$DRY_RUN" = 1 ] && budget=300
+  start=$(date +%s)
+  timeout "$budget" "$@" > "$OUT/$name.log" 2>&1
+  rc=$?
+  echo "$name rc=$rc $(( $(date +%s) - start ))s of ${budget}s: $(tail -n 1 "$OUT/$name.log" | cut -c1-200)" \
+    | tee -a "$OUT/summary.txt"
+  return $rc
+}
+
+setup() {
+  if [ "$DRY_RUN" != 1 ] && [ -d .whl ] && ls .whl/*.whl > /dev/null 2>&1; then
+    echo "installing $(ls .whl/*.whl | wc -l) carried wheels (benchmarks/gpu_wheels.txt) into /tmp/gpu_site"
+    $PY -m pip install --no-index --no-deps --target /tmp/gpu_site .whl/*.whl || return 1
+    export PYTHONPATH=/tmp/gpu_site:$PWD/src
+  else
+    echo "no carried wheels in .whl/ (or a dry run): using the installed packages"
+    export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  $PY -c "import spt_hf" || { echo "import spt_hf failed: carry the wheels of benchmarks/gpu_wheels.txt in .whl/"; return 1; }
+  $PY -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, \
+'devices', torch.cuda.device_count(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '-', \
+'transformers', transformers.__version__)" || return 1
+}
+
+# setup runs in this shell (its PYTHONPATH is the steps'); its log and summary line as run_step's
+start=$(date +%s)
+setup > "$OUT/setup.log" 2>&1
+rc=$?
+echo "setup rc=$rc $(( $(date +%s) - start ))s: $(tail -n 1 "$OUT/setup.log" | cut -c1-200)" | tee -a "$OUT/summary.txt"
+[ $rc = 0 ] || { echo "setup failed: see $OUT/setup.log"; exit 1; }
+if [ "$DRY_RUN" = 1 ]; then
+  DRY=--dry_run
+  ESTIMATE=(--device cpu --batch 2 --steps 1 --recipes cpu/digits-s4-spt.yaml)
 else
-  $PY -m pip install -q -e . 2>/dev/null || export PYTHONPATH=src
+  DRY=
+  ESTIMATE=(--device cuda --steps 2 --recipes listops/s4-spt.yaml listops/mega-spt.yaml listops/transformer-spt.yaml
+            image/dlr-spt.yaml image/spade-finetune.yaml listops/performer-spt.yaml)
 fi
-$PY -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), \
-torch.cuda.device_count(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '-'); \
-print('transformers', transformers.__version__)" || exit 1
-NGPU=$($PY -c "import torch; print(torch.cuda.device_count())")
-[ "$NGPU" -ge 1 ] || { echo "no CUDA GPU: nothing to check"; exit 1; }
 
-echo "== bf16 training stays finite (200 steps, every architecture and backbone of bench_models.py) =="
-timeout 60 $PY benchmarks/bf16_check.py --device cuda --steps 200 2>&1 | tail -17
-
-# Memory probes start one process each (CUDA start-up included): only for the fp32 model rows.
-for dtype in fp32 bf16; do
-  echo "== layers, $dtype =="
-  timeout 50 $PY benchmarks/bench_layers.py --device cuda --dtype $dtype --d 128 256 --L 1024 4096 16384 \
-    --steps 3 --no_memory 2>&1 | tail -16
-  echo "== models, $dtype =="
-  memory=$([ "$dtype" = bf16 ] && echo --no_memory)
-  timeout 60 $PY benchmarks/bench_models.py --device cuda --dtype $dtype --d 128 --lengths 1024 4096 16384 \
-    --layers 2 --window 512 1024 --repeats 3 $memory 2>&1 | tail -12
-done
-
-echo "== the dry run's estimate against real steps (one recipe per architecture, full size and length) =="
-# Estimate measured on this GPU at full length, then two real steps at the recipe's per-device batch (or the largest
-# that the estimate says fits); memory ratio = peak CUDA allocation / estimate, FLOPs ratio = counted / estimate.
-timeout 150 $PY benchmarks/bench_estimate.py --steps 2 2>&1 | tail -14
-
-echo "== torch.compile against eager, paper size (on 2 CPU cores: MEGA 1.6x, S4 1.2x, the Transformer 1.05x) =="
-# The paper recipes leave torch_compile off until this says whether it pays on a GPU; compilation included.
-timeout 60 $PY benchmarks/bench_compile.py --device cuda --recipes listops/mega-spt.yaml listops/s4-spt.yaml \
-  --batch 16 --steps 8 2>&1 | tail -5
-
-echo "== one DDP step and one FSDP2 step vs one process =="
-NPROC=$(( NGPU >= 2 ? 2 : 1 ))
-for mode in ddp fsdp; do
-  timeout 40 $PY -m accelerate.commands.launch --num_processes $NPROC --num_machines 1 --mixed_precision no \
-    --dynamo_backend no $([ "$NPROC" -ge 2 ] && echo --multi_gpu) tests/distributed/ddp_step.py "$OUT/$mode.pt" $mode \
-    && echo "$mode step ran on $NPROC process(es)"
-done
-echo "done; log in $OUT/gpu_check.log"
+status=0
+run_step parity 110 $PY benchmarks/gpu_steps.py parity $DRY || status=1
+run_step estimate 130 $PY benchmarks/bench_estimate.py "${ESTIMATE[@]}" || status=1
+run_step compile 80 $PY benchmarks/gpu_steps.py compile $DRY || status=1
+run_step crossover 40 $PY benchmarks/gpu_steps.py crossover $DRY || status=1
+run_step fsdp 30 $PY benchmarks/gpu_steps.py fsdp $DRY || status=1
+echo "gpu_check done (status $status); logs in $OUT"
+exit $status

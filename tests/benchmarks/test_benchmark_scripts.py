@@ -248,18 +248,6 @@ def test_bench_estimate_compares_estimate_and_real_steps_on_cpu():
     assert row["measured_peak_bytes"] > 0 and row["estimated_bytes"] > 0
 
 
-def test_gpu_check_script_parses_and_includes_the_estimate_check():
-    script = BENCHMARKS / "gpu_check.sh"
-    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
-    text = script.read_text()
-    assert all(name in text for name in ("bench_estimate.py", "bf16_check.py", "bench_compile.py --device cuda"))
-    # the time limits of its steps fit one 10-minute device call: the layer and model steps run once per dtype,
-    # the last (distributed) one once for DDP and once for FSDP
-    limits = [int(line.split()[1]) for line in text.splitlines() if line.strip().startswith("timeout ")]
-    assert "for dtype in fp32 bf16" in text and "for mode in ddp fsdp" in text
-    assert sum(limits) + sum(limits[1:3]) + limits[-1] <= 570, limits
-
-
 def test_bf16_check_trains_every_architecture_and_backbone_of_bench_models():
     rows = run_script("bf16_check.py", "--device", "cpu", "--steps", "2", "--d", "16", "--length", "64", "--batch", "2")
     sys.path.insert(0, str(BENCHMARKS))

@@ -54,7 +54,7 @@ def one_step(entry, input_kind: str, accelerator: Accelerator | None, fsdp: bool
     if accelerator is not None:
         rank, world = accelerator.process_index, accelerator.num_processes
         share = GLOBAL_BATCH // world
-        batch = {key: value[rank * share : (rank + 1) * share] for key, value in batch.items()}
+        batch = {key: value[rank * share : (rank + 1) * share].to(accelerator.device) for key, value in batch.items()}
     model.train()
     loss = model(**batch).loss
     (accelerator.backward(loss) if accelerator is not None and not fsdp else loss.backward())
@@ -67,6 +67,9 @@ def one_step(entry, input_kind: str, accelerator: Accelerator | None, fsdp: bool
 
 def main(out_path: str, mode: str = "ddp") -> None:
     accelerator = Accelerator(cpu=not torch.cuda.is_available())  # gloo on CPU-only machines
+    if mode == "fsdp" and not torch.distributed.is_initialized():  # one process started without a launcher
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        torch.distributed.init_process_group(backend, store=torch.distributed.HashStore(), rank=0, world_size=1)
     print(f"rank {accelerator.process_index} of {accelerator.num_processes} ready ({mode})", flush=True)
     states = {}
     for entry in TINY_CONFIGS:

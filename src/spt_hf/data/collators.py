@@ -33,19 +33,29 @@ from .spec import TaskSpec
 from .vocab import MASK_ID, PAD_ID
 
 IGNORE_INDEX = -100
+# The recipes' default `pad_to_multiple_of` (training/arguments.py): variable-length batches padded to one of a handful
+# of lengths, so torch.compile and cuFFT see few shapes; the collators themselves pad to the longest unless given one.
+PAD_MULTIPLE = 64
 EPOCH_KEY, INDEX_KEY = "spt_epoch", "spt_index"  # where an example says which read of which example it is
 
 
-def _round_up(n: int, multiple: int | None) -> int:
-    return n if not multiple else -(-n // multiple) * multiple
+def _round_up(n: int, multiple: int | None, cap: int | None = None) -> int:
+    """n rounded up to a multiple, but not beyond `cap` (the task's longest sequence) unless n itself is."""
+    if not multiple:
+        return n
+    rounded = -(-n // multiple) * multiple
+    return rounded if cap is None else min(rounded, max(n, cap))
 
 
-def pad_tokens(seqs: list[Any], pad_to_multiple_of: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad token sequences with PAD: ``input_ids`` (B, L) long and ``attention_mask`` (B, L) long."""
+def pad_tokens(
+    seqs: list[Any], pad_to_multiple_of: int | None = None, max_length: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token sequences with PAD: ``input_ids`` (B, L) long and ``attention_mask`` (B, L) long; L rounded up
+    to a multiple of ``pad_to_multiple_of`` but not beyond ``max_length`` (a model's longest input)."""
     if not seqs:
         raise ValueError("cannot collate an empty batch")
     arrays = [np.asarray(s, dtype=np.int64).reshape(-1) for s in seqs]
-    length = _round_up(max(a.shape[0] for a in arrays), pad_to_multiple_of)
+    length = _round_up(max(a.shape[0] for a in arrays), pad_to_multiple_of, max_length)
     ids = np.full((len(arrays), length), PAD_ID, dtype=np.int64)  # (B, L)
     mask = np.zeros((len(arrays), length), dtype=np.int64)  # (B, L)
     for i, a in enumerate(arrays):
@@ -55,9 +65,10 @@ def pad_tokens(seqs: list[Any], pad_to_multiple_of: int | None = None) -> tuple[
 
 
 def pad_values(
-    seqs: list[Any], num_channels: int, pad_to_multiple_of: int | None = None
+    seqs: list[Any], num_channels: int, pad_to_multiple_of: int | None = None, max_length: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad raw continuous sequences with zeros: values (B, L, C) float32 and ``attention_mask`` (B, L).
+    """Right-pad raw continuous sequences with zeros: values (B, L, C) float32 and ``attention_mask`` (B, L); L as
+    in `pad_tokens`.
 
     Each sequence is (L_i, C), or flat (L_i·C,) in step-major order as the task cache stores it (any dtype, uint8
     for 8-bit sources); a flat length that is not a multiple of C, or any other shape, raises.
@@ -81,7 +92,7 @@ def pad_values(
                 f"({int((~np.isfinite(a)).sum())} non-finite values); clean the data (a NaN would make every loss NaN)"
             )
         arrays.append(a)  # (L_i, C)
-    length = _round_up(max(a.shape[0] for a in arrays), pad_to_multiple_of)
+    length = _round_up(max(a.shape[0] for a in arrays), pad_to_multiple_of, max_length)
     values = np.zeros((len(arrays), length, num_channels), dtype=np.float32)  # (B, L, C)
     mask = np.zeros((len(arrays), length), dtype=np.int64)  # (B, L)
     for i, a in enumerate(arrays):
@@ -127,9 +138,9 @@ def _resolve_target(spec: TaskSpec, target: str | None) -> str:
 def _inputs(spec: TaskSpec, examples: list[dict], multiple: int | None) -> dict[str, torch.Tensor]:
     """Padded model inputs; continuous inputs normalised, with the raw values under ``"raw"``."""
     if spec.input_kind == "tokens":
-        ids, mask = pad_tokens([ex["input_ids"] for ex in examples], multiple)
+        ids, mask = pad_tokens([ex["input_ids"] for ex in examples], multiple, spec.max_length)
         return {"input_ids": ids, "attention_mask": mask}
-    raw, mask = pad_values([ex["input_values"] for ex in examples], spec.num_channels, multiple)
+    raw, mask = pad_values([ex["input_values"] for ex in examples], spec.num_channels, multiple, spec.max_length)
     return {"input_values": normalize(spec, raw, mask), "attention_mask": mask, "raw": raw}
 
 
@@ -223,7 +234,7 @@ class MaskedSPTCollator:
         rank: process rank, mixed into the seed of the generator stream of plain examples (indexed examples need no
             rank: their masks depend on the example, not on the process that reads it).
         target: ``"values"`` or ``"levels"`` for continuous inputs (default: ``spec.spt_target``).
-        pad_to_multiple_of: round the padded length up to a multiple of this.
+        pad_to_multiple_of: round the padded length up to a multiple of this (not beyond the spec's max_length).
         packed: padding-free rows (:func:`pack_sequences`), the same masks; for models that keep packed sequences
             apart (the rotary Transformer with full attention).
 
@@ -383,8 +394,8 @@ class RetrievalCollator:
     pad_to_multiple_of: int | None = None
 
     def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
-        ids, mask = pad_tokens([ex["input_ids"] for ex in examples], self.pad_to_multiple_of)
-        ids2, mask2 = pad_tokens([ex["input_ids_2"] for ex in examples], self.pad_to_multiple_of)
+        ids, mask = pad_tokens([ex["input_ids"] for ex in examples], self.pad_to_multiple_of, self.spec.max_length)
+        ids2, mask2 = pad_tokens([ex["input_ids_2"] for ex in examples], self.pad_to_multiple_of, self.spec.max_length)
         return {
             "input_ids": ids,
             "attention_mask": mask,

@@ -6,11 +6,20 @@ across architectures.
 """
 
 import torch
-import torch.distributed.nn.functional  # noqa: F401  (autograd all-reduce for synced statistics)
 from torch import nn
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 from .configuration_sequence import SequenceModelConfig
+
+
+def _global_sum(stats: torch.Tensor) -> torch.Tensor:
+    """Sum over the processes of torch.distributed (SyncBatchNorm's statistics), with the all-reduce's gradient; a
+    functional collective, which torch.compile traces. Unchanged without a process group."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return stats
+    from torch.distributed import _functional_collectives as funcol
+
+    return funcol.all_reduce(stats, "sum", torch.distributed.group.WORLD)
 
 
 class MaskedBatchNorm(nn.Module):
@@ -18,6 +27,9 @@ class MaskedBatchNorm(nn.Module):
 
     Matches `nn.BatchNorm1d` (biased variance to normalise, unbiased variance in the running estimate, momentum
     0.1) when nothing is padded. Under torch.distributed the statistics cover the global batch (SyncBatchNorm).
+    Statistics in float32 by two passes over the real positions (the mean, then the mean square deviation from it),
+    each summed over the processes: as accurate as float64 sums of x and x² whatever the mean, without float64
+    copies of the activation; one float32 copy of the centred activation serves the variance and the output.
     """
 
     def __init__(self, hidden_size: int, eps: float = 1e-5, momentum: float = 0.1):
@@ -30,34 +42,32 @@ class MaskedBatchNorm(nn.Module):
         self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long))
 
     def forward(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
-        if self.training:
-            flat64 = hidden_states.reshape(-1, hidden_states.shape[-1]).double()  # (B*L, H)
-            if padding_mask is None:
-                real = flat64.new_ones(flat64.shape[0], 1)  # (B*L, 1)
-            else:
-                real = padding_mask.reshape(-1, 1).to(flat64.dtype)  # (B*L, 1): masked sums, no data-dependent shape
-            # Sums over real positions; under data parallelism they are summed over all processes (as
-            # SyncBatchNorm does), so statistics and gradients equal those of one process on the global batch.
-            # float64 sums: the statistics do not depend on how the batch is split across processes.
-            weighted = flat64 * real  # (B*L, H)
-            stats = torch.cat([weighted.sum(0), (weighted * flat64).sum(0), real.sum(0)])  # (2H+1,)
-            if torch.distributed.is_available() and torch.distributed.is_initialized():
-                stats = torch.distributed.nn.functional.all_reduce(stats)
-            hidden = hidden_states.shape[-1]
-            count = stats[-1].clamp(min=1.0)
-            mean = stats[:hidden] / count  # (H,)
-            var = (stats[hidden : 2 * hidden] / count - mean.pow(2)).clamp(min=0.0)  # (H,) biased
-            mean, var, count = mean.float(), var.float(), count.float()
-            with torch.no_grad():
-                unbiased = var * count / (count - 1).clamp(min=1.0)
-                self.running_mean.lerp_(mean.detach(), self.momentum)
-                self.running_var.lerp_(unbiased.detach(), self.momentum)
-                self.num_batches_tracked.add_(1)
+        dtype = torch.float64 if hidden_states.dtype == torch.float64 else torch.float32
+        if not self.training:
+            scale = self.weight * torch.rsqrt(self.running_var + self.eps)  # (H,)
+            return ((hidden_states.to(dtype) - self.running_mean) * scale + self.bias).to(hidden_states.dtype)
+        flat = hidden_states.reshape(-1, hidden_states.shape[-1]).to(dtype)  # (B*L, H)
+        if padding_mask is None:
+            real = None
+            count = torch.full((1,), flat.shape[0], dtype=dtype, device=flat.device)
+            sums = flat.sum(0)  # (H,)
         else:
-            mean, var = self.running_mean, self.running_var
-        scale = self.weight * torch.rsqrt(var + self.eps)  # (H,)
-        out = (hidden_states.float() - mean) * scale + self.bias
-        return out.to(hidden_states.dtype)
+            real = padding_mask.reshape(-1, 1).to(torch.bool)  # (B*L, 1): masked sums, no data-dependent shape
+            count = real.sum(0).to(dtype)  # (1,)
+            sums = torch.where(real, flat, 0.0).sum(0)  # (H,)
+        totals = _global_sum(torch.cat([sums, count]))  # (H+1,)
+        count = totals[-1:].clamp(min=1.0)
+        mean = totals[:-1] / count  # (H,)
+        centred = flat - mean  # (B*L, H): the one copy, kept for the backward of both uses
+        squares = centred.square() if real is None else torch.where(real, centred.square(), 0.0)
+        var = _global_sum(squares.sum(0)) / count  # (H,) biased
+        with torch.no_grad():
+            unbiased = var * count / (count - 1).clamp(min=1.0)
+            self.running_mean.lerp_(mean.detach().to(self.running_mean.dtype), self.momentum)
+            self.running_var.lerp_(unbiased.detach().to(self.running_var.dtype), self.momentum)
+            self.num_batches_tracked.add_(1)
+        out = centred * (self.weight * torch.rsqrt(var + self.eps)) + self.bias  # (B*L, H)
+        return out.view(hidden_states.shape).to(hidden_states.dtype)
 
 
 class SequenceNorm(nn.Module):

@@ -22,8 +22,9 @@ class PerformerConfig(RotaryTransformerConfig):
             paper resamples the features periodically; 1000 is the PyTorch Performer's default). Draws are seeded (a
             saved per-layer seed and the draw count), so a run is reproducible and a reloaded model continues from the
             same features.
-            `None`: never redraw. Never in eval mode; skipped while torch.compile traces the model (call the
-            base model's `redraw_features()`, e.g. `model.model.redraw_features()`, between compiled steps instead).
+            `None`: never redraw. Never in eval mode. Under torch.compile the forward does not count (it would break
+            the graph): spt_hf's Trainer counts before each training step, or call the base model's
+            `count_training_call()` before each compiled training forward yourself.
     """
 
     model_type = "spt_performer"

@@ -118,6 +118,10 @@ class SequenceModelConfig(PreTrainedConfig):
             to continue): spt_hf fills it by running the sequence position by position through the mixers'
             recurrent steps, far slower than the parallel pass that a forward otherwise takes. Checkpoints saved
             before this field existed load with the default.
+        check_values (`bool`, *optional*, defaults to `True`):
+            Whether a forward checks tensor values: token ids within the vocabulary and SSM kernels finite, each a
+            clear error instead of a wrong result. Each check reads a value on the host, which makes a GPU wait: the
+            Trainer turns them off for its training steps (on for evaluation and direct calls).
     """
 
     vocab_size: int | None = None
@@ -140,6 +144,7 @@ class SequenceModelConfig(PreTrainedConfig):
     eos_token_id: int | None = 2
     tie_word_embeddings: bool = False
     use_cache: bool = True
+    check_values: bool = True
 
     # Whether the architecture has a causal form (`bidirectional=False`, causal LM heads, generation). A class
     # property, not a field: Linformer's projection along the sequence mixes every position and has none.
@@ -196,7 +201,7 @@ class SequenceModelConfig(PreTrainedConfig):
         check_choice("classifier_type", self.classifier_type, CLASSIFIER_TYPES)
         check_choice("norm_type", self.norm_type, NORM_TYPES)
         check_choice("continuous_loss", self.continuous_loss, CONTINUOUS_LOSSES)
-        check_bool(self, "use_cache")
+        check_bool(self, "use_cache", "check_values")
         if self.tie_word_embeddings and self.vocab_size is None:
             raise ValueError(
                 "`tie_word_embeddings=True` ties the LM head to the token embedding; a model of continuous inputs "

@@ -114,21 +114,20 @@ class LanguageModelHeadMixin(SequenceHeadMixin):
         self.lm_head = new_embeddings
 
     def continuous_loss(self, logits: torch.Tensor, labels: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
-        """L1 / MSE on values, or cross-entropy over quantised levels, averaged over the selected positions."""
+        """L1 / MSE on values, or cross-entropy over quantised levels, averaged over the selected positions (0 when
+        none is): sums masked with `select` (B, L), no boolean indexing (whose data-dependent shape is a host sync)."""
         config = self.config
         batch, length = select.shape
+        count = (select.sum() * config.num_channels).clamp(min=1).to(torch.float32)  # selected values
         if config.continuous_loss == "cross_entropy":
             levels = logits.float().view(batch, length, config.num_channels, config.num_quantized_levels)
             if labels.is_floating_point():
                 raise ValueError("`continuous_loss='cross_entropy'` needs integer level labels of shape (B, L, C).")
-            chosen = levels[select]  # (n, C, levels)
-            if chosen.numel() == 0:
-                return logits.sum() * 0.0
-            return F.cross_entropy(chosen.flatten(0, 1), labels[select].flatten().long())
-        diff = logits.float()[select] - labels.to(torch.float32)[select]  # (n, C)
-        if diff.numel() == 0:
-            return logits.sum() * 0.0
-        return diff.abs().mean() if config.continuous_loss == "l1" else diff.pow(2).mean()
+            targets = torch.where(select.unsqueeze(-1), labels.long(), -100)  # (B, L, C); -100: cross_entropy ignores
+            return F.cross_entropy(levels.flatten(0, 2), targets.flatten(), reduction="sum") / count
+        diff = logits.float() - labels.to(torch.float32)  # (B, L, C)
+        errors = diff.abs() if config.continuous_loss == "l1" else diff.square()
+        return torch.where(select.unsqueeze(-1), errors, 0.0).sum() / count
 
 
 class SequenceForMaskedLM(LanguageModelHeadMixin):

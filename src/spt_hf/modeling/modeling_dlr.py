@@ -16,11 +16,13 @@ from transformers import initialization as init
 from .configuration_dlr import DLRConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
-from .ssm import SSMMixer, as_complex, blocked_powers, compute_dtype, state_dtype
+from .precision import Float32Parameters
+from .ssm import SSMMixer, as_complex, block_size, blocked_powers, compute_dtype, state_dtype
 
 
-class DLRKernel(nn.Module):
-    """The DLR kernel (nd, H, L), nd = 2 directions when bidirectional (else 1).
+class DLRKernel(Float32Parameters):
+    """The DLR kernel (nd, H, L), nd = 2 directions when bidirectional (else 1); its parameters stay float32 under
+    mixed precision (precision.py).
 
     exp(λ l) with l = i·c + j is the product exp(λ i c) exp(λ j) (blocked powers): the contraction over n is one
     real GEMM (⌈L/c⌉·nd·H, 2N) x (2N, c) against a small (N, c) table; no (N, L) exp table and no transcendental per
@@ -66,8 +68,9 @@ class DLRKernel(nn.Module):
     def forward(self, length: int) -> Tensor:
         """The kernel (nd, H, length)."""
         dtype = compute_dtype(self.W)
-        # block c ≈ √(L·nd·H) balances the (L/c)·nd·H·N products of `left` against the N·c of the `fine` table
-        block = max(1, math.isqrt(length * self.channels * self.hidden_size))
+        # block c ≈ √(L·nd·H) balances the (L/c)·nd·H·N products of `left` against the N·c of the `fine` table; L is
+        # the configured length, not the input's: no guard on the exact length under torch.compile
+        block = block_size(self.config.max_position_embeddings * self.channels * self.hidden_size)
         coarse, fine, block = blocked_powers(self.eigenvalues(dtype), length, block)  # (N, I), (N, c)
         weights = as_complex(self.W.to(dtype)).flatten(0, 1)  # (nd·H, N)
         left = weights.unsqueeze(0) * coarse.T.contiguous().unsqueeze(1)  # (I, nd·H, N): W exp(λ i c)

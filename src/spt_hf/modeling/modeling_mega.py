@@ -30,20 +30,22 @@ from .cache import MixerState
 from .configuration_mega import MegaConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
-from .ssm import compute_dtype, fft_conv, state_dtype
+from .precision import Float32Parameters
+from .ssm import block_size, compute_dtype, exact_float32_matmuls, fft_conv, state_dtype
 
 # MEGA's EMA initialisation (the official MultiHeadEMA): δ, α ~ N(0, 0.2), β ~ ±1 + N(0, 0.02), γ, ω ~ N(0, 1).
 EMA_DELTA_ALPHA_STD, EMA_BETA_STD = 0.2, 0.02
 
 
-class MegaEMA(nn.Module):
+class MegaEMA(Float32Parameters):
     """Multi-dimensional damped EMA on (B, L, H): each of the H features is expanded to h components n,
 
         s_t = p ⊙ β x_t + (1 - p ⊙ α) ⊙ s_{t-1},   y_t = Σ_n γ_n s_t,n / √h + ω x_t,
 
     with p = σ(δ), α = σ(α̃) in (0, 1) (damping). As a convolution, y = K * x + ω ⊙ x with
     K_l = Σ_n p β γ q^l / √h, q = 1 - p α. Bidirectional: a second set of (δ, α, β, γ) runs backwards; as in MEGA,
-    both directions include lag 0. Parameters are (nd, H, h), nd = 2 directions when bidirectional (else 1).
+    both directions include lag 0. Parameters are (nd, H, h), nd = 2 directions when bidirectional (else 1); they stay
+    float32 under mixed precision (precision.py).
     """
 
     def __init__(self, config: MegaConfig):
@@ -77,7 +79,7 @@ class MegaEMA(nn.Module):
         """K (nd, H, length) with powers q^l = (q^c)^i q^j, l = i c + j: a batched (I, h) x (h, c) product per
         (nd, H) instead of a (nd, H, h, L) table."""
         inputs, log_q, outputs = self.coefficients(compute_dtype(self.delta))
-        block = math.isqrt(max(length - 1, 0)) + 1
+        block = block_size(self.config.max_position_embeddings)  # fixed: no guard on the exact length under compile
         steps = torch.arange(-(-length // block), device=log_q.device, dtype=log_q.dtype) * block  # (I,)
         coarse = torch.exp(log_q.unsqueeze(-1) * steps)  # (nd, H, h, I)
         fine = torch.exp(log_q.unsqueeze(-1) * torch.arange(block, device=log_q.device, dtype=log_q.dtype))
@@ -89,7 +91,8 @@ class MegaEMA(nn.Module):
         """(B, L, H) -> SiLU(K * x + ω ⊙ x), (B, L, H); padded positions must be zero."""
         length = hidden_states.shape[1]
         with torch.autocast(device_type=hidden_states.device.type, enabled=False):
-            kernel = self.kernel(length + self.channels - 1)  # (nd, H, L[+1]): backward lags are 1..L
+            with exact_float32_matmuls():
+                kernel = self.kernel(length + self.channels - 1)  # (nd, H, L[+1]): backward lags are 1..L
             if self.channels == 2:
                 # fft_conv's backward kernel covers lags -1..-L; MEGA's backward lag 0 joins the forward one.
                 forward = kernel[0, :, :length] + F.pad(kernel[1, :, :1], (0, length - 1))  # (H, L)

@@ -250,6 +250,9 @@ class PerformerModel(RotaryTransformerModel, PerformerPreTrainedModel):
     def _init_spt_weights(self) -> None:
         init.zeros_(self.forward_calls)
         init.zeros_(self.feature_draws)
+        if not self.forward_calls.is_meta:
+            self._set_count(self.forward_calls, int(self.forward_calls))  # the host copies (on the CPU: no sync)
+            self._set_count(self.feature_draws, int(self.feature_draws))
 
     def attention_layers(self) -> list[PerformerAttention]:
         return [
@@ -261,24 +264,40 @@ class PerformerModel(RotaryTransformerModel, PerformerPreTrainedModel):
 
     def redraw_features(self) -> None:
         """Draw the next random features of every layer now (deterministic: each layer's seed and the draw count)."""
-        self.feature_draws += 1
+        draws = self._host_count(self.feature_draws) + 1
         for attention in self.attention_layers():
-            attention.redraw_features(int(self.feature_draws))
-        self.forward_calls.zero_()
+            attention.redraw_features(draws)
+        self._set_count(self.feature_draws, draws)
+        self._set_count(self.forward_calls, 0)
 
-    def _count_training_call(self) -> None:
-        """Before a training forward: redraw when `feature_redraw_interval` passes used the current features. Here,
-        once per base model call, not in the layers (gradient checkpointing runs those twice)."""
+    def _host_count(self, counter: Tensor) -> int:
+        """The value of a counter buffer from its host copy; read from the tensor (a device sync) only when the
+        tensor was written by something else (built, loaded), as its `_version` tells."""
+        copies = self.__dict__.setdefault("_host_counts", {})
+        key = id(counter)
+        if key not in copies or copies[key][0] is not counter or copies[key][1] != counter._version:
+            copies[key] = (counter, counter._version, int(counter))
+        return copies[key][2]
+
+    def _set_count(self, counter: Tensor, value: int) -> None:
+        with torch.no_grad():
+            counter.fill_(value)  # a write from the host: no sync
+        self.__dict__.setdefault("_host_counts", {})[id(counter)] = (counter, counter._version, value)
+
+    def count_training_call(self) -> None:
+        """Before a training forward: redraw when `feature_redraw_interval` passes used the current features. Called
+        once per base model call, not in the layers (gradient checkpointing runs those twice); counted on the host
+        (no device sync). Skipped while torch.compile traces the model: a compiled model's Trainer calls it before
+        each training step instead (training/trainer.py), so compiled training redraws too."""
         interval = self.config.feature_redraw_interval
         if not self.training or interval is None or torch.compiler.is_compiling():
             return
-        with torch.no_grad():
-            if int(self.forward_calls) >= interval:
-                self.redraw_features()
-            self.forward_calls += 1
+        if self._host_count(self.forward_calls) >= interval:
+            self.redraw_features()
+        self._set_count(self.forward_calls, self._host_count(self.forward_calls) + 1)
 
     def forward(self, *args, **kwargs):
-        self._count_training_call()
+        self.count_training_call()
         return super().forward(*args, **kwargs)
 
     def _mixer_kwargs(self, hidden_states: Tensor, padding_mask: Tensor | None, position_ids=None) -> dict:

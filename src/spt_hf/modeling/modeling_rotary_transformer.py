@@ -397,6 +397,7 @@ class RotaryTransformerModel(SequenceBaseModel, RotaryTransformerPreTrainedModel
                     attention_mask=padding_mask,
                     cache=None,
                     position_ids=position_ids,
+                    allow_is_causal_skip=not self.training,  # (see below)
                 )
             else:
                 packed = None
@@ -407,6 +408,8 @@ class RotaryTransformerModel(SequenceBaseModel, RotaryTransformerPreTrainedModel
                     inputs_embeds=hidden_states,
                     attention_mask=padding_mask,
                     and_mask_function=None if packed is None else packed_sequence_mask_function(packed),
+                    # transformers skips an all-real mask after reading it on the host (a GPU sync): not in training
+                    allow_is_bidirectional_skip=not self.training,
                 )
         return kwargs
 

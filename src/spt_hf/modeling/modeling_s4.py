@@ -23,7 +23,8 @@ from .cauchy import paired_cauchy
 from .configuration_s4 import S4Config
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
-from .ssm import SSMMixer, as_complex, blocked_powers, compute_dtype, state_dtype
+from .precision import Float32Parameters
+from .ssm import SSMMixer, as_complex, block_size, blocked_powers, compute_dtype, state_dtype
 
 # ----------------------------------------------------------------------------------------------------------------
 # HiPPO-LegS in NPLR form
@@ -59,9 +60,9 @@ def hippo_legs_nplr(state_size: int) -> tuple[Tensor, Tensor, Tensor]:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class S4KernelBase(nn.Module):
+class S4KernelBase(Float32Parameters):
     """Parameters shared by the NPLR and diagonal kernels: Δ per feature; Λ, B per SSM copy; C per feature and
-    direction. Re Λ = -exp(θ) keeps the system stable."""
+    direction. Re Λ = -exp(θ) keeps the system stable. All stay float32 under mixed precision (precision.py)."""
 
     def __init__(self, config: S4Config):
         super().__init__()
@@ -258,7 +259,9 @@ class S4KernelNPLR(S4KernelBase):
         c_tilde = 2 * _real_pairs(as_complex(self.C.to(dtype)).conj())  # (nd, H, N)
         eye = torch.eye(c_tilde.shape[-1], dtype=dtype, device=c_tilde.device)
         system = eye - power_from_squarings(powers, self.max_length)  # I - Ā^L (H, N, N)
-        return torch.linalg.solve(system.mT, c_tilde.permute(1, 2, 0)).mT  # C (I - Ā^L) = C̃
+        # solve_ex: no error check, which would read the result's info on the host (a device sync); I - Ā^L is
+        # invertible (||Ā|| < 1)
+        return torch.linalg.solve_ex(system.mT, c_tilde.permute(1, 2, 0))[0].mT  # C (I - Ā^L) = C̃
 
     def forward(self, length: int) -> Tensor:
         """The kernel (nd, H, length): nd = 2 (forward, backward direction) when bidirectional, else 1."""
@@ -283,8 +286,12 @@ class S4KernelNPLR(S4KernelBase):
         """Blocked powers of Ā on the real basis (class docstring), at the input length."""
         dtype = compute_dtype(self.log_dt)
         transition, input_vec = self.discretize(dtype)  # (H, N, N), (H, N)
-        block_bits = math.isqrt(length - 1).bit_length()  # c = 2^b >= ⌈√length⌉ = isqrt(length - 1) + 1
-        row_bits = (-(-length // (1 << block_bits)) - 1).bit_length()  # 2^r blocks of c cover the length
+        # c = 2^b >= ⌈√max_length⌉ (fixed: no guard on the exact length under torch.compile); 2^r blocks of c
+        # cover the length (a comparison, a guard on a range of lengths)
+        block_bits = math.isqrt(self.max_length - 1).bit_length()
+        row_bits = 0
+        while (1 << (block_bits + row_bits)) < length:
+            row_bits += 1
         powers = squarings(transition, max(block_bits + row_bits, self.max_length.bit_length()))
         states = input_vec.unsqueeze(-1)  # Ā^j B̄, j < 2^k: (H, N, 2^k)
         for k in range(block_bits):
@@ -347,7 +354,8 @@ class S4KernelDiag(S4KernelBase):
         mu, _, input_vec = self.discretize(compute_dtype(self.log_dt))  # (H, N/2)
         weights = as_complex(self.C.to(input_vec.real.dtype)) * input_vec  # (nd, H, N/2)  C B̄
         log_transition = torch.log(1 + mu) - torch.log(1 - mu)  # log Ā (H, N/2)
-        coarse, fine, _ = blocked_powers(log_transition, length)  # (H, N/2, I) Ā^(ic), (H, N/2, c) Ā^j
+        block = block_size(self.config.max_position_embeddings)  # fixed: no guard on the length under compile
+        coarse, fine, _ = blocked_powers(log_transition, length, block)  # (H, N/2, I) Ā^(ic), (H, N/2, c) Ā^j
         left = (weights.unsqueeze(-1) * coarse).permute(1, 0, 3, 2).flatten(1, 2)  # (H, nd·I, N/2)
         # 2 Re(left @ fine) = 2 [Re left, Im left] @ [Re fine; -Im fine]: one real batched matmul
         real = torch.bmm(torch.cat([left.real, left.imag], -1), torch.cat([fine.real, -fine.imag], 1))  # (H, nd·I, c)

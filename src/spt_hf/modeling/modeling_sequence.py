@@ -25,6 +25,7 @@ from .blocks import MaskedBatchNorm, SequenceEmbeddings, SequenceLayer, Sequence
 from .cache import SequenceCache
 from .checkpoint_files import check_local_checkpoint
 from .configuration_sequence import SequenceModelConfig
+from .precision import float32_module_patterns
 
 # Auto class -> class-name suffix of the head that serves it. Used to write a complete `auto_map` on save.
 AUTO_CLASS_SUFFIXES = {
@@ -50,6 +51,12 @@ class SequencePreTrainedModel(PreTrainedModel):
         super().__init__(config, *args, **kwargs)
         if not config.is_token_input:
             self.main_input_name = "input_values"
+
+    def post_init(self):
+        """transformers' post_init; `from_pretrained(dtype=bf16/fp16)` then loads the float32 modules' parameters
+        (SSM kernels, MEGA's EMA: precision.py) in float32 instead of rounding them."""
+        super().post_init()
+        self._keep_in_fp32_modules_strict.update(float32_module_patterns(self))
 
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
@@ -124,7 +131,7 @@ def validate_inputs(
                 f"`input_ids` must hold integer token ids (torch.long), got dtype {input_ids.dtype}; convert with "
                 "`.long()` (values are ids, not features: continuous inputs go in `input_values`)."
             )
-        in_range = torch.compiler.is_compiling() or not input_ids.numel()
+        in_range = torch.compiler.is_compiling() or not input_ids.numel() or not config.check_values
         if not in_range and (input_ids.min() < 0 or input_ids.max() >= config.vocab_size):
             raise ValueError(
                 f"`input_ids` hold ids in [{int(input_ids.min())}, {int(input_ids.max())}], outside the vocabulary "

@@ -17,6 +17,8 @@ instead of saving a (B, H, L+1) complex tensor.
 """
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -221,15 +223,24 @@ def fft_conv(u: Tensor, kernel: Tensor, D: Tensor) -> Tensor:
     return out.to(u.dtype)
 
 
-def blocked_powers(log_a: Tensor, length: int, block: int | None = None) -> tuple[Tensor, Tensor, int]:
+def block_size(reference_length: int) -> int:
+    """The block c = ⌈√reference⌉ of `blocked_powers` for kernels of about `reference_length` (a config's length, a
+    plain int): a kernel computed at any input length with this fixed c does not depend on the exact length through
+    Python integer arithmetic, so torch.compile traces one graph for every length (no guard on it)."""
+    return math.isqrt(max(reference_length - 1, 0)) + 1
+
+
+def blocked_powers(log_a: Tensor, length, block: int | None = None) -> tuple[Tensor, Tensor, int]:
     """a^l for l < length as the outer product a^(i·c) · a^j, l = i·c + j, block c (default ⌈√length⌉).
 
     Only about N·(L/c + 2√c) complex exponentials instead of N·L (the complex-exp Vandermonde): the caller
     contracts `coarse` (..., N, ⌈L/c⌉) and `fine` (..., N, c) with one matmul; `fine` itself is the product of two
     smaller tables (a^(j1·s) a^j2, s ≈ √c). Exponents are formed in float64 so that the phase l·Im(log a) stays
-    exact for l up to 10^5; the tables come back as complex64 (complex128 for float64 inputs).
+    exact for l up to 10^5; the tables come back as complex64 (complex128 for float64 inputs). A given block (a plain
+    int, see `block_size`) is used as it is, even above the length, so that a symbolic length under torch.compile
+    only sets the number of coarse entries.
     """
-    block = max(1, min(block or math.isqrt(max(length - 1, 0)) + 1, length))
+    block = block_size(length) if block is None else max(1, block)
     out_dtype = torch.complex128 if log_a.dtype == torch.complex128 else torch.complex64
     log_a = log_a.to(torch.complex128)
 
@@ -242,14 +253,34 @@ def blocked_powers(log_a: Tensor, length: int, block: int | None = None) -> tupl
     return table(-(-length // block), block), fine.flatten(-2)[..., :block], block
 
 
+@contextmanager
+def exact_float32_matmuls() -> Iterator[None]:
+    """TF32 off for the matmuls of an SSM/EMA kernel, whatever the user enabled (`tf32: true`,
+    `torch.backends.cuda.matmul.allow_tf32`): with TF32 the NPLR kernel is off by 3-8e-3 relative, bf16's precision,
+    which the float32 kernels exist to avoid. Restored on exit. While torch.compile traces, the global setting stays
+    (a compiled graph follows the setting it was compiled under)."""
+    matmul = torch.backends.cuda.matmul
+    if torch.compiler.is_compiling() or not matmul.allow_tf32:
+        yield
+        return
+    matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        matmul.allow_tf32 = True
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The layer
 # ----------------------------------------------------------------------------------------------------------------
 
 
 def check_finite(kernel: Tensor, layer: nn.Module) -> None:
-    """Raise a FloatingPointError naming the layer if the SSM kernel overflowed (e.g. after a divergent step)."""
-    if not torch.compiler.is_compiling() and not torch.isfinite(kernel).all():  # a check export cannot trace
+    """Raise a FloatingPointError naming the layer if the SSM kernel overflowed (e.g. after a divergent step); a host
+    read, skipped with `config.check_values=False` (the Trainer's training steps)."""
+    if not layer.config.check_values or torch.compiler.is_compiling():
+        return
+    if not torch.isfinite(kernel).all():  # a check export cannot trace
         raise FloatingPointError(
             f"{type(layer).__name__} (layer {layer.layer_idx}): the SSM kernel has non-finite values; the SSM "
             "parameters diverged (lower the learning rate or ssm_learning_rate)."
@@ -282,7 +313,8 @@ class SSMMixer(nn.Module):
     def forward(self, hidden_states: Tensor, attention_mask: Tensor | None = None, **kwargs) -> Tensor:
         """(B, L, H) -> (B, L, H). Padded positions must already be zero (right padding); the mask is unused."""
         with torch.autocast(device_type=hidden_states.device.type, enabled=False):
-            kernel = self.kernel(hidden_states.shape[1])  # (nd, H, L) float32
+            with exact_float32_matmuls():
+                kernel = self.kernel(hidden_states.shape[1])  # (nd, H, L) float32
             check_finite(kernel, self)
             y = fft_conv(hidden_states, kernel, self.D)  # (B, L, H) in the input dtype
         return self._output(y)

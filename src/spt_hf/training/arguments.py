@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from transformers import HfArgumentParser, TrainingArguments
 
+from ..data.collators import PAD_MULTIPLE
 from ..modeling.architectures import MODEL_TYPES as SPT_MODEL_TYPES  # the registered architectures
 from ..modeling.architectures import base_model_class
 from ..modeling.backbone_adapter import PACKED_SEQUENCE_BACKBONES
@@ -69,6 +70,14 @@ class DataArguments:
     )
     task_options: dict = field(default_factory=dict, metadata={"help": "Extra options of the task's loader."})
     max_length: int | None = field(default=None, metadata={"help": "Truncate sequences to this many steps."})
+    pad_to_multiple_of: int | None = field(
+        default=PAD_MULTIPLE,
+        metadata={
+            "help": "Round each batch's padded length up to a multiple of this (None: the longest sequence): a "
+            "compiled model then sees a handful of shapes where lengths vary (ListOps, Text, Retrieval), and a GPU "
+            "reuses its FFT plans; the results are those of the unpadded batch."
+        },
+    )
     num_train_examples: int | None = field(
         default=None, metadata={"help": "Sample complexity: use this many training examples (both phases)."}
     )

@@ -14,6 +14,8 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from ..data import IGNORE_INDEX
 from ..metrics import load_metric
+from ..modeling.precision import float32_modules, shard_float32_modules
+from ..modeling.value_checks import value_checks
 from .optim import param_groups
 from .run_folder import STAGING_PREFIX, commit_checkpoint, disk_full_error
 
@@ -75,12 +77,46 @@ def _agreed_signal(received: int | None, device) -> int | None:
     return int(flag.item()) or None
 
 
+def keep_float32_parameters(model: torch.nn.Module, accelerator, shard: bool = True) -> int:
+    """Keep the SSM/EMA parameters (modeling/precision.py) float32 under the accelerator's mixed precision: with FSDP2
+    each float32 module becomes its own `fully_shard` unit with a float32 policy (before accelerate shards the rest
+    in bf16/fp16); DeepSpeed and FSDP1 with mixed precision round them, and are refused in one line. Returns how
+    many modules were sharded (`shard=False`: only the refusals)."""
+    state = accelerator.state
+    if model is None or accelerator.mixed_precision in (None, "no") or not float32_modules(model):
+        return 0
+    setting = f"mixed_precision: {accelerator.mixed_precision}"
+    if getattr(state, "deepspeed_plugin", None) is not None:
+        raise ValueError(
+            f"DeepSpeed with {setting} rounds the SSM/EMA parameters to {accelerator.mixed_precision} (kernel errors "
+            "of 10-100 %); use FSDP2 (recipes/accelerate/fsdp.yaml) or DDP with bf16, or DeepSpeed without it."
+        )
+    plugin = getattr(state, "fsdp_plugin", None)
+    if plugin is None:  # DDP / one process: autocast, the parameters themselves stay float32
+        return 0
+    if getattr(plugin, "fsdp_version", 1) != 2:
+        raise ValueError(
+            f"FSDP1 with {setting} rounds the SSM/EMA parameters; set `fsdp_version: 2` in the accelerate config "
+            "(recipes/accelerate/fsdp.yaml), which keeps them float32."
+        )
+    if not shard:
+        return 0
+    mesh = getattr(accelerator, "torch_device_mesh", None)
+    if mesh is not None:
+        mesh = mesh[tuple(accelerator.parallelism_config.fsdp_dim_names)]
+    return shard_float32_modules(
+        model, mesh=mesh, reshard_after_forward=plugin.reshard_after_forward, offload_policy=plugin.cpu_offload
+    )
+
+
 class PhaseTrainer(Trainer):
     """`Trainer` with spt_hf's optimiser groups (SSM learning rates, no decay on norms and SSM parameters), the epoch
     handed to datasets that draw per-epoch randomness (the SPT masks of `IndexedExamples`), and checkpoints that are
     complete or absent: each is written into a staging folder, given a manifest of the sha256 of its files, and
     renamed into place (`run_folder.commit_checkpoint`); a full disk is one clear error. A process that sees several
-    GPUs is refused (no `nn.DataParallel`): a phase runs one process per GPU."""
+    GPUs is refused (no `nn.DataParallel`): a phase runs one process per GPU. DDP does not search for unused
+    parameters (none is), the value checks are off in training steps, and the SSM/EMA parameters stay float32 under
+    FSDP2 mixed precision (`keep_float32_parameters`)."""
 
     _staging_root: Path | None = None
     _push_after_commit = False
@@ -95,7 +131,20 @@ class PhaseTrainer(Trainer):
                 f"nn.DataParallel: `accelerate launch --num_processes {training_args.n_gpu} -m spt_hf ...` (or "
                 "`spt-hf compare --accelerate_config`), or CUDA_VISIBLE_DEVICES=0 for one GPU."
             )
+        if training_args is not None and training_args.ddp_find_unused_parameters is None:
+            # every parameter of an spt_hf model gets a gradient in every step (tests/models/test_host_sync.py):
+            # transformers' default (True without gradient checkpointing) would add a graph traversal per DDP step
+            training_args.ddp_find_unused_parameters = False
         super().__init__(*args, **kwargs)
+        self._float32_sharded = False
+        keep_float32_parameters(self.model, self.accelerator, shard=False)  # refuses DeepSpeed/FSDP1 before the data
+
+    def _prepare_for_training(self, *args, **kwargs):
+        """Before transformers creates the optimiser and accelerate shards the model: the float32 FSDP2 units."""
+        if self.is_fsdp_enabled and not self._float32_sharded:
+            keep_float32_parameters(self.model, self.accelerator)
+            self._float32_sharded = True
+        return super()._prepare_for_training(*args, **kwargs)
 
     def train(self, *args, **kwargs):
         """`Trainer.train`; on `SAVE_SIGNAL` it saves a checkpoint at the next step boundary and the process exits
@@ -117,6 +166,18 @@ class PhaseTrainer(Trainer):
             )
             raise SystemExit(INTERRUPTED_EXIT)
         return output
+
+    def training_step(self, model, inputs, *args, **kwargs):
+        """`Trainer.training_step` without the model's value checks (`config.check_values`): each is a host read, a
+        GPU sync per layer and step; evaluation and direct calls keep them. Under `torch_compile`, Performer's
+        feature-redraw count happens here (its compiled forward skips it)."""
+        if self.args.torch_compile:  # a compiled forward does not count Performer's passes: counted here, eagerly
+            self.model.train()
+            for module in self.model.modules():
+                if hasattr(module, "count_training_call"):
+                    module.count_training_call()
+        with value_checks(self.model, enabled=False):
+            return super().training_step(model, inputs, *args, **kwargs)
 
     def create_optimizer(self, model=None):
         if self.optimizer is None:
