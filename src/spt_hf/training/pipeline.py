@@ -79,12 +79,21 @@ def phase_collator(recipe: Recipe, phase: str, spec: TaskSpec):
     """The collator of `phase`'s batches: masked SPT (masks a pure function of the recipe's seed and each indexed
     example: exact resume, fixed evaluation masks) or causal SPT, packed if the recipe packs; else the classifier's
     (pairs for Retrieval). The dry run's estimate collates its steps with it too."""
+    multiple = recipe.data.pad_to_multiple_of  # a handful of padded lengths: few compiled graphs and FFT plans
     if phase != "spt":
-        return (RetrievalCollator if spec.paired else ClassificationCollator)(spec)
+        return (RetrievalCollator if spec.paired else ClassificationCollator)(spec, pad_to_multiple_of=multiple)
     spt, seed = recipe.spt, recipe.training.seed
     if spt_bidirectional(recipe):
-        return MaskedSPTCollator(spec, spt.mask_rate, spt.span_length, seed=seed, rank=0, packed=spt.packed_sequences)
-    return CausalSPTCollator(spec, packed=spt.packed_sequences)
+        return MaskedSPTCollator(
+            spec,
+            spt.mask_rate,
+            spt.span_length,
+            seed=seed,
+            rank=0,
+            packed=spt.packed_sequences,
+            pad_to_multiple_of=multiple,
+        )
+    return CausalSPTCollator(spec, packed=spt.packed_sequences, pad_to_multiple_of=multiple)
 
 
 def _spt_model(recipe: Recipe, task: TaskData):
