@@ -39,6 +39,7 @@ MODELING_FILES = {
     "heads.py",
     "modeling_rotary_transformer.py",
     "modeling_sequence.py",
+    "precision.py",  # the parameters kept in float32 under mixed precision
 }
 
 PUSH = """

@@ -86,7 +86,7 @@ def tiny_recipe(tmp_path, model_type: str, phase: str = "spt", **values):
 def built(recipe, phase: str):
     task = estimate_task(recipe)
     model, _ = phase_model(recipe, phase, task)
-    return model, phase_collator(recipe, phase, task.spec), task.spec
+    return model, phase_collator(recipe, phase, task.spec, exact_lengths=True), task.spec
 
 
 def measured(recipe, phase: str, length: int):
@@ -414,12 +414,13 @@ def test_a_task_read_through_a_backbone_tokenizer_is_estimated_at_its_longest(tm
 
 
 def test_a_generated_task_is_estimated_at_the_length_a_real_step_has(tmp_path):
-    """The CPU ListOps recipe generates trees of at most 120 symbols (the task's maximum is 2,048): the estimate's
-    FLOPs per step are within 10 % of the `compute` that a real 2-step run of the recipe records."""
+    """The CPU ListOps recipe generates trees of at most 120 symbols (the task's maximum is 2,048), which batches
+    pad to 128 (a multiple of 64): the estimate's FLOPs per step are within 10 % of the `compute` that a real 2-step
+    run of the recipe records."""
     assert main(["spt", "--config", "cpu/listops-s4-spt.yaml", "--max_steps", "2", "--output_dir", str(tmp_path)]) == 0
     recorded = json.loads((tmp_path / "spt" / "results.json").read_text())["compute"]["flops_per_step"]
     estimate = estimate_phase(load_recipe("cpu/listops-s4-spt.yaml", {"max_steps": 2}, phase="spt"), "spt")
-    assert estimate.length <= 120 and "generated examples" in estimate.length_source
+    assert estimate.length <= 128 and "generated examples" in estimate.length_source
     assert estimate.train_flops / estimate.optimizer_steps == pytest.approx(recorded, rel=0.1)
 
 
@@ -430,7 +431,7 @@ def test_a_generated_task_is_estimated_at_the_length_a_real_step_has(tmp_path):
         ({"max_length": 300}, 300, "the recipe's max_length"),
         (
             {"generate_data": {"num_train": 8, "num_val": 1, "num_test": 1, "min_length": 5, "max_length": 30}},
-            30,
+            64,  # batches padded to a multiple of 64
             "generated",
         ),
         ({"max_length": 20, "generate_data": {"num_train": 8, "num_val": 1, "num_test": 1}}, 20, "generated"),
@@ -447,7 +448,7 @@ def test_a_task_on_disk_is_measured_at_its_cached_lengths(tmp_path, monkeypatch)
     takes them; before, it reads no data and takes the task's maximum."""
     monkeypatch.setenv("SPT_HF_CACHE", str(tmp_path / "cache"))
     data_dir = generate_data("listops", tmp_path / "data", 40, 8, 8, min_length=5, max_length=30)
-    recipe = tiny_recipe(tmp_path, "spt_s4", max_length=None, data_dir=str(data_dir))
+    recipe = tiny_recipe(tmp_path, "spt_s4", max_length=None, data_dir=str(data_dir), pad_to_multiple_of=1)
     spec = estimate_task(recipe).spec
     assert data_length(recipe, spec)[0] == 2048
     load_task("listops", data_dir)

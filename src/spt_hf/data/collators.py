@@ -39,7 +39,7 @@ PAD_MULTIPLE = 64
 EPOCH_KEY, INDEX_KEY = "spt_epoch", "spt_index"  # where an example says which read of which example it is
 
 
-def _round_up(n: int, multiple: int | None, cap: int | None = None) -> int:
+def padded_length(n: int, multiple: int | None, cap: int | None = None) -> int:
     """n rounded up to a multiple, but not beyond `cap` (the task's longest sequence) unless n itself is."""
     if not multiple:
         return n
@@ -55,7 +55,7 @@ def pad_tokens(
     if not seqs:
         raise ValueError("cannot collate an empty batch")
     arrays = [np.asarray(s, dtype=np.int64).reshape(-1) for s in seqs]
-    length = _round_up(max(a.shape[0] for a in arrays), pad_to_multiple_of, max_length)
+    length = padded_length(max(a.shape[0] for a in arrays), pad_to_multiple_of, max_length)
     ids = np.full((len(arrays), length), PAD_ID, dtype=np.int64)  # (B, L)
     mask = np.zeros((len(arrays), length), dtype=np.int64)  # (B, L)
     for i, a in enumerate(arrays):
@@ -92,7 +92,7 @@ def pad_values(
                 f"({int((~np.isfinite(a)).sum())} non-finite values); clean the data (a NaN would make every loss NaN)"
             )
         arrays.append(a)  # (L_i, C)
-    length = _round_up(max(a.shape[0] for a in arrays), pad_to_multiple_of, max_length)
+    length = padded_length(max(a.shape[0] for a in arrays), pad_to_multiple_of, max_length)
     values = np.zeros((len(arrays), length, num_channels), dtype=np.float32)  # (B, L, C)
     mask = np.zeros((len(arrays), length), dtype=np.int64)  # (B, L)
     for i, a in enumerate(arrays):

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import torch
 
 from ..data import get_task_spec
+from ..data.collators import padded_length
 from ..data.generators import generated_lengths
 from ..data.loading import cache_path
 from ..data.spec import DataFormatError, Normalization, TaskSpec
@@ -183,10 +184,12 @@ def data_length(recipe: Recipe, spec: TaskSpec) -> tuple[int, str]:
         if data.max_length is not None:
             return spec.max_length, "the recipe's max_length"
         return spec.max_length, "the task's maximum (its data is not read; an upper bound where lengths vary)"
-    lengths = sorted(min(n, spec.max_length) for n in lengths)
+    multiple = data.pad_to_multiple_of  # a batch's padded length: its longest example's, rounded up to a multiple
+    lengths = sorted(padded_length(min(n, spec.max_length), multiple, spec.max_length) for n in lengths)
     batch = recipe.training.per_device_train_batch_size
     longest = math.ceil(expected_longest(lengths, batch))
-    return longest, f"the expected longest of {batch} {source}, as batches are padded (longest {lengths[-1]})"
+    padding = f" to a multiple of {multiple}" if multiple else ""
+    return longest, f"the expected longest of {batch} {source}, as batches are padded{padding} (longest {lengths[-1]})"
 
 
 def cached_train_lengths(recipe: Recipe, spec: TaskSpec) -> list[int] | None:
@@ -212,7 +215,7 @@ def measure_phase(recipe: Recipe, phase: str, max_measure_length: int | None = N
     extrapolated, and why that length (`data_length`)."""
     task = estimate_task(recipe)
     model, _ = phase_model(recipe, phase, task)
-    collator = phase_collator(recipe, phase, task.spec)
+    collator = phase_collator(recipe, phase, task.spec, exact_lengths=True)
     (length, why), checkpointing = data_length(recipe, task.spec), bool(recipe.training.gradient_checkpointing)
     if max_measure_length is None or length <= max_measure_length:
         step = measure_step(model, collator, task.spec, length, device, checkpointing)

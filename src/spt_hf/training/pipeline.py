@@ -75,11 +75,13 @@ def phase_model(recipe: Recipe, phase: str, task: TaskData, folder: Path | None 
     return _finetuning_model(recipe, task, folder)
 
 
-def phase_collator(recipe: Recipe, phase: str, spec: TaskSpec):
+def phase_collator(recipe: Recipe, phase: str, spec: TaskSpec, exact_lengths: bool = False):
     """The collator of `phase`'s batches: masked SPT (masks a pure function of the recipe's seed and each indexed
     example: exact resume, fixed evaluation masks) or causal SPT, packed if the recipe packs; else the classifier's
-    (pairs for Retrieval). The dry run's estimate collates its steps with it too."""
-    multiple = recipe.data.pad_to_multiple_of  # a handful of padded lengths: few compiled graphs and FFT plans
+    (pairs for Retrieval), padding to the recipe's `pad_to_multiple_of`. The dry run's estimate collates its steps
+    with it too, with `exact_lengths` (padded to the longest example only: it measures at the lengths it chose)."""
+    # a handful of padded lengths: few compiled graphs and FFT plans
+    multiple = None if exact_lengths else recipe.data.pad_to_multiple_of
     if phase != "spt":
         return (RetrievalCollator if spec.paired else ClassificationCollator)(spec, pad_to_multiple_of=multiple)
     spt, seed = recipe.spt, recipe.training.seed

@@ -50,9 +50,11 @@ STAGING_PREFIX = ".staging-"
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 # Recipe entries that do not change the model a phase trains: where it is written and read from, logging and
 # reporting, evaluation batch sizes, data-loader workers (the SPT masks do not depend on them), pushing, packed
-# sequences (the same examples, masks and loss targets per step, in other rows: only the rounding differs).
+# sequences (the same examples, masks and loss targets per step, in other rows: only the rounding differs), padding
+# to a multiple (padding-aware models: the same results up to rounding; runs from before the key resume).
 NOT_IN_FINGERPRINT = re.compile(
-    r"^(source|data\.data_dir|spt\.overwrite_output_dir|spt\.allow_eval_overlap|spt\.packed_sequences"
+    r"^(source|data\.data_dir|data\.pad_to_multiple_of|spt\.overwrite_output_dir|spt\.allow_eval_overlap"
+    r"|spt\.packed_sequences"
     r"|model\.trust_remote_code"
     r"|model\.model_name_or_path"
     r"|training\.(output_dir|logging_dir|run_name|report_to|disable_tqdm|log_level|log_level_replica|logging_\w+"
