@@ -19,6 +19,7 @@ def add_parsers(commands, common: argparse.ArgumentParser) -> None:
     # No abbreviations: a trailing recipe key such as `--seed 3` must not silently become `--seeds 3`, it is refused.
     parser = add_command(commands, common, "compare", compare_command, text, takes_overrides=True, allow_abbrev=False)
     add_plan_options(parser)
+    add_tune_options(parser)
     add_launcher_options(parser)
 
 
@@ -67,6 +68,21 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
         help="with --dry_run: each phase's memory, FLOPs and verdict, and the plan's GPU-hours (measured steps)",
     )
     add_estimate_options(parser)
+
+
+def add_tune_options(parser: argparse.ArgumentParser) -> None:
+    """`--tune`: the same hyperparameter search for every (task, architecture, arm) first (docs/compare.md)."""
+    parser.add_argument(
+        "--tune", action="store_true", default=None, help="search each arm's hyperparameters first (Optuna, TPE)"
+    )
+    parser.add_argument(*spellings("--tune_trials"), type=int, help="trials per task x architecture x arm (10)")
+    parser.add_argument(
+        *spellings("--tune_space"), metavar="SPACE.yaml", help="recipe key -> {type, low, high, log, choices}"
+    )
+    parser.add_argument(
+        *spellings("--tune_storage"), metavar="URL", help="the studies' database (default sqlite OUTPUT_DIR/tuning.db)"
+    )
+    parser.add_argument(*spellings("--tune_max_steps"), type=int, help="steps of each trial (default: the phase's)")
 
 
 def add_launcher_options(parser: argparse.ArgumentParser) -> None:

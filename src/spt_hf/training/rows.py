@@ -17,6 +17,9 @@ from .results import RESULTS_FILE
 
 # Recipe entries that differ between the runs of one row without making them different experiments.
 NOT_A_VARIANT = ("training.seed", "model.model_name_or_path", "init.weights_sha256", "world_size")
+# In the run folder of each trial of `spt-hf compare --tune` (compare/tune.py): the report leaves these phases out of
+# its rows (they are the search, shown in its own section), and counts them in the cost of their arm.
+TRIAL_FILE = "tune_trial.json"
 BUDGET_KEYS = ("training.max_steps", "spt.total_steps", "spt.spt_fraction")  # one entry instead: budget.steps
 # How the report names each kind of run (`StartKind`): the baseline's two, and finetuning after SPT.
 KIND_NAMES = {
@@ -65,8 +68,8 @@ class Row:
 
 
 def find_results(paths: list[str | Path]) -> list[dict]:
-    """Every phase results.json under the given folders (run summaries skipped). A folder that does not exist is an
-    error; an unreadable file is reported and skipped."""
+    """Every phase results.json under the given folders (run summaries and `--tune` trials skipped). A folder that
+    does not exist is an error; an unreadable file is reported and skipped."""
     missing = [str(p) for p in paths if not Path(p).is_dir()]
     if missing:
         raise FileNotFoundError(f"No such run folder(s): {missing}; `spt-hf report` reads folders written by runs.")
@@ -78,7 +81,7 @@ def find_results(paths: list[str | Path]) -> list[dict]:
             except (OSError, json.JSONDecodeError) as error:
                 print(f"spt_hf: skipping {path}: {error}")
                 continue
-            if "phase" in data:
+            if "phase" in data and not (path.parent.parent / TRIAL_FILE).is_file():
                 data["_path"] = str(path)
                 found.append(data)
     return found

@@ -1,0 +1,242 @@
+"""`spt-hf compare --tune`: the same hyperparameter search for every (task, architecture, arm), arm = the scratch
+baseline or finetuning from the SPT checkpoint (docs/compare.md, "Fair tuning").
+
+Optuna drives it directly from compare's driver (ask and tell), not through `Trainer.hyperparameter_search`: a trial
+is one phase of compare's plan, run by the same launchers (local, Slurm, Ray) with the same locks, resume and progress
+lines, in its own run folder `<output_dir>/<task>/<arch>/tune/<arm>/trial<k>/`; `hyperparameter_search` would run
+trials inside one process and own their folders. Each round asks one trial of every study that still needs one
+(a study: one (task, architecture, arm), its trials in `--tune_storage` or SQLite `<output_dir>/tuning.db`),
+launches them together, reads each finished phase's validation metric from its results.json and tells the study.
+A rerun never repeats a trial that ended; a trial left RUNNING by a killed driver is run again in its folder (its
+phase resumes from its checkpoint) and told by its number. Then the plan's seeded phases of each arm get the study's
+best trial's values; `tuning.json` records every trial for the report.
+"""
+
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from ..checkpoints import write_json_atomic
+from ..phases import BASELINE_PHASE, FINETUNE_PHASE
+from ..training.results import RESULTS_FILE
+from ..training.rows import TRIAL_FILE, architecture_name, test_metric
+from .plan import PhaseJob, Plan
+from .state import phase_finished
+from .tune_space import (
+    DriverLock,
+    distributions,
+    load_space,
+    require_optuna,
+    sample_values,
+    shown_url,
+    storage_url,
+    study_name,
+)
+
+SUMMARY_FILE = "tuning.json"
+ARM_PHASES = {"scratch": BASELINE_PHASE, "spt": FINETUNE_PHASE}
+
+
+@dataclasses.dataclass
+class Search:
+    """One study: the seeded phase its trials copy (`template`, the first seed's), the SPT phase they start from
+    (arm `spt`), and the Optuna study."""
+
+    name: str
+    arm: str
+    template: PhaseJob
+    spt_job: PhaseJob | None
+    study: object = None
+
+
+def searches(spec, plan: Plan) -> list[Search]:
+    """The studies of a tuned comparison, one per (task, architecture, arm), each checked against its recipe."""
+    if len(spec.num_train_examples) > 1:
+        raise ValueError("--tune searches at one training set size: give one --num_train_examples per tuned compare.")
+    first = {}
+    for job in plan.jobs:
+        first.setdefault((job.task, job.architecture, job.phase), job)
+    space = load_space(spec.tune_space)
+    found = []
+    for (task, arch, phase), job in first.items():
+        for arm, arm_phase in ARM_PHASES.items():
+            if phase == arm_phase:
+                spt_job = first.get((task, arch, "spt")) if arm == "spt" else None
+                template = dataclasses.replace(job, overrides={**job.overrides, **budget(spec)})
+                try:  # each key of the space must be a key of the phase's recipe
+                    dataclasses.replace(
+                        template, overrides={**template.overrides, **sample_values(space)}
+                    ).load_recipe()
+                except ValueError as error:
+                    raise ValueError(f"--tune_space: {error}") from None
+                found.append(Search(study_name(task, arch, arm), arm, template, spt_job))
+    return found
+
+
+def budget(spec) -> dict:
+    """The trials' step budget: `--tune_max_steps` (instead of the recipe's steps), or the seeded phases' own."""
+    return {} if spec.tune_max_steps is None else {"max_steps": spec.tune_max_steps, "total_steps": None}
+
+
+def trial_job(search: Search, number: int, params: dict, root: Path) -> PhaseJob:
+    """The phase of trial `number`: the template with the trial's values, in its own run folder."""
+    job = search.template
+    run_dir = root / job.task / job.architecture / "tune" / search.arm / f"trial{number}"
+    overrides = {**job.overrides, **params, "output_dir": str(run_dir)}
+    depends_on = search.spt_job.id if search.spt_job else None
+    return dataclasses.replace(
+        job, id=f"tune/{search.name}/trial{number}", run_dir=run_dir, overrides=overrides, depends_on=depends_on
+    )
+
+
+def open_studies(spec, found: list[Search]) -> str:
+    """Create or load each study (TPE seeded with the first seed, maximising the validation metric); return the
+    storage URL. A study another comparison folder created is refused in one line."""
+    optuna = require_optuna()
+    url = storage_url(spec.output_dir, spec.tune_storage)
+    owner = str(Path(spec.output_dir).resolve())
+    for search in found:
+        sampler = optuna.samplers.TPESampler(seed=spec.seeds[0])
+        study = optuna.create_study(
+            storage=url, study_name=search.name, direction="maximize", sampler=sampler, load_if_exists=True
+        )
+        recorded = study.user_attrs.get("output_dir")
+        if recorded is None:
+            study.set_user_attr("output_dir", owner)
+        elif recorded != owner:
+            raise ValueError(
+                f"The study {search.name} in {shown_url(url)} belongs to the comparison in {recorded}; give this one "
+                "its own --tune_storage (or its --output_dir)."
+            )
+        search.study = study
+    return url
+
+
+def next_trial(search: Search, n_trials: int, dists: dict, attached: set) -> tuple[int, dict] | None:
+    """(number, values) of the study's next trial: one left RUNNING by a killed driver first (re-attached), else a
+    new one asked while the study has fewer than `n_trials`; None when the study is done."""
+    optuna = require_optuna()
+    trials = search.study.get_trials(deepcopy=False)
+    for trial in trials:
+        if trial.state == optuna.trial.TrialState.RUNNING and (search.name, trial.number) not in attached:
+            attached.add((search.name, trial.number))
+            return trial.number, dict(trial.params)
+    if len(trials) >= n_trials:
+        return None
+    trial = search.study.ask(fixed_distributions=dists)
+    attached.add((search.name, trial.number))
+    return trial.number, dict(trial.params)
+
+
+def run_tuning(spec, plan: Plan, launch: Callable[[list[PhaseJob]], dict]) -> dict[str, dict]:
+    """Run every study to `spec.tune_trials` trials, round by round through `launch` (a launcher over a list of
+    phases), then give each seeded finetuning (arm spt) and baseline (arm scratch) phase its study's best values.
+    Returns {study name: best values}; writes `tuning.json`."""
+    found = searches(spec, plan)
+    dists = distributions(load_space(spec.tune_space))
+    root = Path(spec.output_dir)
+    with DriverLock(root):
+        url = open_studies(spec, found)
+        attached: set = set()
+        for round_number in range(1, 10**6):
+            batch = {}
+            for search in found:
+                slot = next_trial(search, spec.tune_trials, dists, attached)
+                if slot is not None:
+                    batch[search.name] = (search, *slot, trial_job(search, *slot, root))
+            if not batch:
+                break
+            for search, number, params, job in batch.values():
+                job.run_dir.mkdir(parents=True, exist_ok=True)
+                record = {"study": search.name, "number": number, "params": params, "storage": shown_url(url)}
+                write_json_atomic(job.run_dir / TRIAL_FILE, record)
+            print(f"tune: round {round_number}: {', '.join(f'{n} trial {b[1]}' for n, b in batch.items())}", flush=True)
+            needed = {s.spt_job.id: s.spt_job for s, *_ in batch.values() if s.spt_job}
+            spt_jobs = [job for job in needed.values() if not phase_finished(job, plan.launch.world_size)]
+            launch(spt_jobs + [b[3] for b in batch.values()])
+            for search, number, _, job in batch.values():
+                tell(search, number, job)
+        best = chosen_values(found)
+        write_summary(spec, found, url, root)
+    for job in plan.jobs:
+        arm = "spt" if job.phase == FINETUNE_PHASE else "scratch" if job.phase == BASELINE_PHASE else None
+        name = study_name(job.task, job.architecture, arm) if arm else None
+        if name in best:
+            job.overrides.update(best[name])
+    return best
+
+
+def tell(search: Search, number: int, job: PhaseJob) -> None:
+    """Tell the study trial `number`'s validation metric (the model its phase selected), or that it failed."""
+    optuna = require_optuna()
+    value = trial_value(job.phase_dir / RESULTS_FILE)
+    if value is None:
+        search.study.tell(number, state=optuna.trial.TrialState.FAIL)
+        print(f"tune: {search.name} trial {number}: failed (no validation metric); see {job.log}", flush=True)
+    else:
+        search.study.tell(number, value)
+
+
+def trial_value(path: Path) -> float | None:
+    """The validation metric a finished phase's results.json holds (accuracy or R²), None without one."""
+    if not path.is_file():
+        return None
+    return test_metric(json.loads(path.read_text()))[2]
+
+
+def chosen_values(found: list[Search]) -> dict[str, dict]:
+    """{study name: the best trial's values} of the studies with a completed trial (the others keep the recipe's)."""
+    best = {}
+    for search in found:
+        try:
+            best[search.name] = dict(search.study.best_trial.params)
+        except ValueError:  # no completed trial
+            print(f"tune: {search.name}: no trial completed; its seeded phases keep the recipe's values", flush=True)
+    return best
+
+
+def write_summary(spec, found: list[Search], url: str, root: Path) -> Path:
+    """`tuning.json`: each study's trials (state, values, validation metric, steps, FLOPs, wall time, folder), its
+    best trial, the space, the trial budget and the sampler, for the report."""
+    studies = []
+    for search in found:
+        trials = []
+        for trial in search.study.get_trials(deepcopy=False):
+            job = trial_job(search, trial.number, dict(trial.params), root)
+            path = job.phase_dir / RESULTS_FILE
+            result = json.loads(path.read_text()) if path.is_file() else {}
+            entry = {"number": trial.number, "state": trial.state.name, "params": trial.params, "value": trial.value}
+            entry.update(cost(result), path=str(job.phase_dir), model=architecture_name(result) if result else None)
+            entry["metric"] = test_metric(result)[0] if result else None
+            trials.append(entry)
+        complete = [t for t in trials if t["state"] == "COMPLETE"]
+        best = max(complete, key=lambda t: t["value"]) if complete else None
+        _, arch, arm = search.name.split("/")
+        studies.append(
+            dict(
+                name=search.name,
+                task=search.template.task,
+                architecture=arch,
+                arm=arm,
+                trials_planned=spec.tune_trials,
+                max_steps=spec.tune_max_steps,
+                space=load_space(spec.tune_space),
+                storage=shown_url(url),
+                sampler=f"TPESampler(seed={spec.seeds[0]})",
+                best=best and {k: best[k] for k in ("number", "params", "value")},
+                trials=trials,
+            )
+        )
+    path = root / SUMMARY_FILE
+    write_json_atomic(path, {"studies": studies})
+    return path
+
+
+def cost(result: dict) -> dict:
+    """A trial phase's steps, training FLOPs and wall time (None where it recorded none)."""
+    return {
+        "steps": (result.get("budget") or {}).get("steps"),
+        "flops": (result.get("compute") or {}).get("flops"),
+        "wall_s": (result.get("budget") or {}).get("wall_time_s"),
+    }
