@@ -211,6 +211,7 @@ def write_summary(spec, found: list[Search], url: str, root: Path) -> Path:
             entry["metric"] = test_metric(result)[0] if result else None
             trials.append(entry)
         complete = [t for t in trials if t["state"] == "COMPLETE"]
+        ran = [json.loads(Path(t["path"], RESULTS_FILE).read_text()) for t in trials if t["model"]]
         best = max(complete, key=lambda t: t["value"]) if complete else None
         _, arch, arm = search.name.split("/")
         studies.append(
@@ -225,6 +226,8 @@ def write_summary(spec, found: list[Search], url: str, root: Path) -> Path:
                 storage=shown_url(url),
                 sampler=f"TPESampler(seed={spec.seeds[0]})",
                 best=best and {k: best[k] for k in ("number", "params", "value")},
+                result_task=ran[0]["task"] if ran else None,
+                model=architecture_name(ran[0]) if ran else None,
                 trials=trials,
             )
         )
