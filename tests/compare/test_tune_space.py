@@ -58,14 +58,14 @@ def test_a_bad_space_entry_is_refused_in_one_line(tmp_path, text, message):
 def test_a_space_key_that_is_not_a_recipe_key_is_refused_before_anything_runs(tmp_path):
     config = spec(tmp_path, tune_space=write_space(tmp_path, "learning_rat: {type: float, low: 0.1, high: 1}"))
     with pytest.raises(ValueError, match=r"^--tune_space: Unknown recipe key --learning_rat.*learning_rate") as info:
-        searches(config, build_plan(config))
+        searches(config, build_plan(config).jobs)
     assert "\n" not in str(info.value)
     assert not (tmp_path / "cmp" / "tuning.db").exists()
 
 
 def test_one_study_per_task_architecture_and_arm():
     config = spec(Path("/nonexistent"))
-    names = sorted(s.name for s in searches(config, build_plan(config)))
+    names = sorted(s.name for s in searches(config, build_plan(config).jobs))
     assert names == [study_name("digits", a, arm) for a in ("dlr", "transformer") for arm in ("scratch", "spt")]
     assert names[0] == "digits/dlr/scratch"
     with pytest.raises(ValueError, match="Unknown tuning arm"):
@@ -91,6 +91,7 @@ def fake_launcher(launched: list[str], values: dict, die_after: int | None = Non
             job.phase_dir.mkdir(parents=True, exist_ok=True)
             result = {
                 "phase": job.phase,
+                "task": job.task,
                 "metrics": {"validation": {"eval_accuracy": value}, "test": {"test_accuracy": 0.5}},
                 "budget": {"steps": 3, "wall_time_s": 1.0},
                 "compute": {"flops": 10.0},

@@ -148,12 +148,19 @@ def compare_command(args, rest: list[str]) -> int:
         )
     if args.estimate and not args.dry_run:
         raise ValueError("--estimate goes with --dry_run (the estimate of a plan, before anything runs).")
-    result = run_compare(CompareSpec(**values), dry_run=args.dry_run)
+    spec = CompareSpec(**values)
+    result = run_compare(spec, dry_run=args.dry_run)
     if args.estimate:
         from ..training.estimate import format_estimates
         from ..training.plan_estimate import estimate_jobs
 
         estimates, skipped = estimate_jobs(result.plan, args.device_memory_gb, args.max_measure_length)
+        if spec.tune:  # the search's trial phases, in the same table and totals (compare/tune.py)
+            from ..compare.tune import search_estimates
+
+            search, search_skipped = search_estimates(spec, result.plan, args.device_memory_gb, args.max_measure_length)
+            estimates, skipped = estimates + search, {**skipped, **search_skipped}
+            print(f"tune: the search: {sum(e.train_flops for e in search):.3g} of the table's training FLOPs")
         print(format_estimates(estimates))
         for job_id, why in skipped.items():
             print(f"estimate: {job_id}: not estimated: {why}")

@@ -78,7 +78,7 @@ def _tune(spec: CompareSpec, plan: Plan, dry_run: bool) -> None:
     from .tune import run_tuning, searches
 
     if dry_run:
-        found = searches(spec, plan)
+        found = searches(spec, plan.jobs)
         steps = f"{spec.tune_max_steps} steps each" if spec.tune_max_steps else "each its phase's own steps"
         print(
             f"tune: {len(found)} studies x {spec.tune_trials} trials ({steps}): {len(found) * spec.tune_trials} "

@@ -50,12 +50,12 @@ class Search:
     study: object = None
 
 
-def searches(spec, plan: Plan) -> list[Search]:
+def searches(spec, jobs: list[PhaseJob]) -> list[Search]:
     """The studies of a tuned comparison, one per (task, architecture, arm), each checked against its recipe."""
     if len(spec.num_train_examples) > 1:
         raise ValueError("--tune searches at one training set size: give one --num_train_examples per tuned compare.")
     first = {}
-    for job in plan.jobs:
+    for job in jobs:
         first.setdefault((job.task, job.architecture, job.phase), job)
     space = load_space(spec.tune_space)
     found = []
@@ -133,7 +133,7 @@ def run_tuning(spec, plan: Plan, launch: Callable[[list[PhaseJob]], dict]) -> di
     """Run every study to `spec.tune_trials` trials, round by round through `launch` (a launcher over a list of
     phases), then give each seeded finetuning (arm spt) and baseline (arm scratch) phase its study's best values.
     Returns {study name: best values}; writes `tuning.json`."""
-    found = searches(spec, plan)
+    found = searches(spec, plan.jobs)
     dists = distributions(load_space(spec.tune_space))
     root = Path(spec.output_dir)
     with DriverLock(root):
@@ -226,7 +226,7 @@ def write_summary(spec, found: list[Search], url: str, root: Path) -> Path:
                 storage=shown_url(url),
                 sampler=f"TPESampler(seed={spec.seeds[0]})",
                 best=best and {k: best[k] for k in ("number", "params", "value")},
-                result_task=ran[0]["task"] if ran else None,
+                result_task=ran[0].get("task") if ran else None,
                 model=architecture_name(ran[0]) if ran else None,
                 trials=trials,
             )
@@ -243,3 +243,19 @@ def cost(result: dict) -> dict:
         "flops": (result.get("compute") or {}).get("flops"),
         "wall_s": (result.get("budget") or {}).get("wall_time_s"),
     }
+
+
+def search_estimates(spec, jobs: list[PhaseJob], device_memory_gb: float, max_measure_length: int | None):
+    """What the search will cost, before anything runs (`--dry_run --estimate --tune`): each study's trial phase
+    estimated once (`plan_estimate.estimate_jobs`), times `tune_trials`, as one line per study; and the reasons of
+    those that cannot be estimated."""
+    from ..training.plan_estimate import estimate_jobs
+
+    n = spec.tune_trials
+    found = searches(spec, jobs)
+    trials = [trial_job(search, 0, {}, Path(spec.output_dir)) for search in found]
+    for job, search in zip(trials, found):
+        job.id = f"tune/{search.name} (x{n} trials)"
+    estimates, skipped = estimate_jobs(trials, device_memory_gb, max_measure_length)
+    times = {"optimizer_steps": n, "tokens": n, "train_flops": n}
+    return [dataclasses.replace(e, **{k: getattr(e, k) * m for k, m in times.items()}) for e in estimates], skipped
