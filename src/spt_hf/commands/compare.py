@@ -83,6 +83,12 @@ def add_tune_options(parser: argparse.ArgumentParser) -> None:
         *spellings("--tune_storage"), metavar="URL", help="the studies' database (default sqlite OUTPUT_DIR/tuning.db)"
     )
     parser.add_argument(*spellings("--tune_max_steps"), type=int, help="steps of each trial (default: the phase's)")
+    parser.add_argument(
+        *spellings("--tune_spt"),
+        action="store_true",
+        default=None,
+        help="each SPT-arm trial an SPT + finetune pair, SPT's optimiser settings searched too",
+    )
 
 
 def add_launcher_options(parser: argparse.ArgumentParser) -> None:

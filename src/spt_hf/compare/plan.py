@@ -84,6 +84,7 @@ class CompareSpec:
     tune_space: str | None = None
     tune_storage: str | None = None
     tune_max_steps: int | None = None
+    tune_spt: bool = False  # each trial of the SPT arm an SPT + finetuning pair, SPT's optimiser settings searched too
 
     def __post_init__(self) -> None:
         if self.task_config is not None and (self.tasks or self.recipes_dir is not None):
@@ -107,6 +108,8 @@ class CompareSpec:
             raise ValueError(f"`launcher`={self.launcher!r}; expected one of {list(LAUNCHERS)}.")
         if not isinstance(self.max_parallel, int) or self.max_parallel < 1:
             raise ValueError(f"`max_parallel` must be a positive integer, got {self.max_parallel!r}.")
+        if (self.tune_spt or self.tune_space or self.tune_storage or self.tune_max_steps) and not self.tune:
+            raise ValueError("--tune_spt, --tune_space, --tune_storage and --tune_max_steps go with --tune.")
         for key in ("tune_trials", "tune_max_steps"):
             value = getattr(self, key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):

@@ -18,18 +18,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..checkpoints import write_json_atomic
-from ..phases import BASELINE_PHASE, FINETUNE_PHASE
+from ..phases import BASELINE_PHASE, FINETUNE_PHASE, SPT_PHASE
 from ..training.results import RESULTS_FILE
 from ..training.rows import TRIAL_FILE, architecture_name, test_metric
 from .plan import PhaseJob, Plan
 from .state import phase_finished
 from .tune_space import (
+    SPT_PREFIX,
     DriverLock,
     distributions,
     load_space,
     require_optuna,
     sample_values,
     shown_url,
+    split_space,
     storage_url,
     study_name,
 )
@@ -41,12 +43,14 @@ ARM_PHASES = {"scratch": BASELINE_PHASE, "spt": FINETUNE_PHASE}
 @dataclasses.dataclass
 class Search:
     """One study: the seeded phase its trials copy (`template`, the first seed's), the SPT phase they start from
-    (arm `spt`), and the Optuna study."""
+    (arm `spt`) or copy (arm `spt_pair`: each trial an SPT + finetuning pair), the space, and the Optuna study."""
 
     name: str
     arm: str
     template: PhaseJob
     spt_job: PhaseJob | None
+    space: dict
+    budget: dict
     study: object = None
 
 
@@ -57,20 +61,22 @@ def searches(spec, jobs: list[PhaseJob]) -> list[Search]:
     first = {}
     for job in jobs:
         first.setdefault((job.task, job.architecture, job.phase), job)
-    space = load_space(spec.tune_space)
+    space, spt_space = split_space(load_space(spec.tune_space), spec.tune_spt)
     found = []
     for (task, arch, phase), job in first.items():
         for arm, arm_phase in ARM_PHASES.items():
             if phase == arm_phase:
-                spt_job = first.get((task, arch, "spt")) if arm == "spt" else None
+                arm = "spt_pair" if arm == "spt" and spec.tune_spt else arm
+                spt_job = first.get((task, arch, "spt")) if arm != "scratch" else None
                 template = dataclasses.replace(job, overrides={**job.overrides, **budget(spec)})
-                try:  # each key of the space must be a key of the phase's recipe
-                    dataclasses.replace(
-                        template, overrides={**template.overrides, **sample_values(space)}
-                    ).load_recipe()
-                except ValueError as error:
-                    raise ValueError(f"--tune_space: {error}") from None
-                found.append(Search(study_name(task, arch, arm), arm, template, spt_job))
+                searched = {**space, **spt_space} if arm == "spt_pair" else space
+                search = Search(study_name(task, arch, arm), arm, template, spt_job, searched, budget(spec))
+                for trial in trial_jobs(search, 0, sample_values(searched), Path(spec.output_dir)):
+                    try:  # each key of the space must be a key of the phase's recipe
+                        trial.load_recipe()
+                    except ValueError as error:
+                        raise ValueError(f"--tune_space: {error}") from None
+                found.append(search)
     return found
 
 
@@ -79,15 +85,24 @@ def budget(spec) -> dict:
     return {} if spec.tune_max_steps is None else {"max_steps": spec.tune_max_steps, "total_steps": None}
 
 
-def trial_job(search: Search, number: int, params: dict, root: Path) -> PhaseJob:
-    """The phase of trial `number`: the template with the trial's values, in its own run folder."""
+def trial_jobs(search: Search, number: int, params: dict, root: Path) -> list[PhaseJob]:
+    """The phases of trial `number` in its own run folder: the template with the trial's values (finetuning after
+    the plan's SPT phase in arm `spt`); in arm `spt_pair` first its own SPT phase, with the `spt.` values."""
     job = search.template
     run_dir = root / job.task / job.architecture / "tune" / search.arm / f"trial{number}"
-    overrides = {**job.overrides, **params, "output_dir": str(run_dir)}
+    name = f"tune/{search.name}/trial{number}"
+    spt_values = {k.removeprefix(SPT_PREFIX): v for k, v in params.items() if k.startswith(SPT_PREFIX)}
+    values = {k: v for k, v in params.items() if not k.startswith(SPT_PREFIX)}
+    overrides = {**job.overrides, **values, "output_dir": str(run_dir)}
     depends_on = search.spt_job.id if search.spt_job else None
-    return dataclasses.replace(
-        job, id=f"tune/{search.name}/trial{number}", run_dir=run_dir, overrides=overrides, depends_on=depends_on
-    )
+    jobs = []
+    if search.arm == "spt_pair":
+        spt = search.spt_job
+        spt_keys = {**spt.overrides, **search.budget, **spt_values, "output_dir": str(run_dir)}
+        jobs.append(dataclasses.replace(spt, id=f"{name}/spt", run_dir=run_dir, overrides=spt_keys))
+        overrides["model_name_or_path"], depends_on = str(run_dir / spt.phase), jobs[0].id
+    jobs.append(dataclasses.replace(job, id=name, run_dir=run_dir, overrides=overrides, depends_on=depends_on))
+    return jobs
 
 
 def open_studies(spec, found: list[Search]) -> str:
@@ -131,10 +146,9 @@ def next_trial(search: Search, n_trials: int, dists: dict, attached: set) -> tup
 
 def run_tuning(spec, plan: Plan, launch: Callable[[list[PhaseJob]], dict]) -> dict[str, dict]:
     """Run every study to `spec.tune_trials` trials, round by round through `launch` (a launcher over a list of
-    phases), then give each seeded finetuning (arm spt) and baseline (arm scratch) phase its study's best values.
-    Returns {study name: best values}; writes `tuning.json`."""
+    phases), then give each arm's seeded phases its study's best values (`apply_best`). Returns {study name: best
+    values}; writes `tuning.json`."""
     found = searches(spec, plan.jobs)
-    dists = distributions(load_space(spec.tune_space))
     root = Path(spec.output_dir)
     with DriverLock(root):
         url = open_studies(spec, found)
@@ -142,29 +156,47 @@ def run_tuning(spec, plan: Plan, launch: Callable[[list[PhaseJob]], dict]) -> di
         for round_number in range(1, 10**6):
             batch = {}
             for search in found:
-                slot = next_trial(search, spec.tune_trials, dists, attached)
+                slot = next_trial(search, spec.tune_trials, distributions(search.space), attached)
                 if slot is not None:
-                    batch[search.name] = (search, *slot, trial_job(search, *slot, root))
+                    batch[search.name] = (search, slot[0], trial_jobs(search, *slot, root))
             if not batch:
                 break
-            for search, number, params, job in batch.values():
-                job.run_dir.mkdir(parents=True, exist_ok=True)
-                record = {"study": search.name, "number": number, "params": params, "storage": shown_url(url)}
-                write_json_atomic(job.run_dir / TRIAL_FILE, record)
+            for search, number, jobs in batch.values():
+                jobs[-1].run_dir.mkdir(parents=True, exist_ok=True)
+                record = {"study": search.name, "number": number, "params": slot_params(search, number)}
+                write_json_atomic(jobs[-1].run_dir / TRIAL_FILE, {**record, "storage": shown_url(url)})
             print(f"tune: round {round_number}: {', '.join(f'{n} trial {b[1]}' for n, b in batch.items())}", flush=True)
-            needed = {s.spt_job.id: s.spt_job for s, *_ in batch.values() if s.spt_job}
+            needed = {s.spt_job.id: s.spt_job for s, *_ in batch.values() if s.arm == "spt"}
             spt_jobs = [job for job in needed.values() if not phase_finished(job, plan.launch.world_size)]
-            launch(spt_jobs + [b[3] for b in batch.values()])
-            for search, number, _, job in batch.values():
-                tell(search, number, job)
+            launch(spt_jobs + [job for *_, jobs in batch.values() for job in jobs])
+            for search, number, jobs in batch.values():
+                tell(search, number, jobs[-1])
         best = chosen_values(found)
         write_summary(spec, found, url, root)
-    for job in plan.jobs:
-        arm = "spt" if job.phase == FINETUNE_PHASE else "scratch" if job.phase == BASELINE_PHASE else None
-        name = study_name(job.task, job.architecture, arm) if arm else None
-        if name in best:
-            job.overrides.update(best[name])
+    apply_best(plan.jobs, found, best)
     return best
+
+
+def slot_params(search: Search, number: int) -> dict:
+    return dict(search.study.get_trials(deepcopy=False)[number].params)
+
+
+def apply_best(jobs: list[PhaseJob], found: list[Search], best: dict[str, dict]) -> None:
+    """Each seeded phase of an arm gets its study's best values: the baseline (scratch), finetuning (spt), and with
+    --tune_spt the SPT phase its `spt.` values."""
+    for search in found:
+        values = best.get(search.name)
+        if values is None:
+            continue
+        task, arch = search.template.task, search.template.architecture
+        spt_values = {k.removeprefix(SPT_PREFIX): v for k, v in values.items() if k.startswith(SPT_PREFIX)}
+        for job in jobs:
+            if (job.task, job.architecture) != (task, arch):
+                continue
+            if job.phase == search.template.phase:
+                job.overrides.update({k: v for k, v in values.items() if not k.startswith(SPT_PREFIX)})
+            elif job.phase == SPT_PHASE and search.arm == "spt_pair":
+                job.overrides.update(spt_values)
 
 
 def tell(search: Search, number: int, job: PhaseJob) -> None:
@@ -203,11 +235,13 @@ def write_summary(spec, found: list[Search], url: str, root: Path) -> Path:
     for search in found:
         trials = []
         for trial in search.study.get_trials(deepcopy=False):
-            job = trial_job(search, trial.number, dict(trial.params), root)
-            path = job.phase_dir / RESULTS_FILE
+            jobs = trial_jobs(search, trial.number, dict(trial.params), root)
+            path = jobs[-1].phase_dir / RESULTS_FILE
             result = json.loads(path.read_text()) if path.is_file() else {}
             entry = {"number": trial.number, "state": trial.state.name, "params": trial.params, "value": trial.value}
-            entry.update(cost(result), path=str(job.phase_dir), model=architecture_name(result) if result else None)
+            spent = [cost(job.phase_dir / RESULTS_FILE) for job in jobs]  # a pair: its SPT phase's cost too
+            entry.update({k: None if None in (c[k] for c in spent) else sum(c[k] for c in spent) for k in spent[0]})
+            entry.update(path=str(jobs[-1].phase_dir), model=architecture_name(result) if result else None)
             entry["metric"] = test_metric(result)[0] if result else None
             trials.append(entry)
         complete = [t for t in trials if t["state"] == "COMPLETE"]
@@ -222,7 +256,7 @@ def write_summary(spec, found: list[Search], url: str, root: Path) -> Path:
                 arm=arm,
                 trials_planned=spec.tune_trials,
                 max_steps=spec.tune_max_steps,
-                space=load_space(spec.tune_space),
+                space=search.space,
                 storage=shown_url(url),
                 sampler=f"TPESampler(seed={spec.seeds[0]})",
                 best=best and {k: best[k] for k in ("number", "params", "value")},
@@ -236,8 +270,9 @@ def write_summary(spec, found: list[Search], url: str, root: Path) -> Path:
     return path
 
 
-def cost(result: dict) -> dict:
-    """A trial phase's steps, training FLOPs and wall time (None where it recorded none)."""
+def cost(path: Path) -> dict:
+    """A trial phase's steps, training FLOPs and wall time (None where it recorded none) from its results.json."""
+    result = json.loads(path.read_text()) if path.is_file() else {}
     return {
         "steps": (result.get("budget") or {}).get("steps"),
         "flops": (result.get("compute") or {}).get("flops"),
@@ -253,9 +288,10 @@ def search_estimates(spec, jobs: list[PhaseJob], device_memory_gb: float, max_me
 
     n = spec.tune_trials
     found = searches(spec, jobs)
-    trials = [trial_job(search, 0, {}, Path(spec.output_dir)) for search in found]
-    for job, search in zip(trials, found):
-        job.id = f"tune/{search.name} (x{n} trials)"
+    trials = []
+    for search in found:
+        for job in trial_jobs(search, 0, {}, Path(spec.output_dir)):
+            trials.append(dataclasses.replace(job, id=f"{job.id.replace('/trial0', '')} (x{n} trials)"))
     estimates, skipped = estimate_jobs(trials, device_memory_gb, max_measure_length)
     times = {"optimizer_steps": n, "tokens": n, "train_flops": n}
     return [dataclasses.replace(e, **{k: getattr(e, k) * m for k, m in times.items()}) for e in estimates], skipped

@@ -16,7 +16,10 @@ TYPES = ("float", "int", "categorical")
 BUDGET_KEYS = ("max_steps", "total_steps", "spt_fraction", "num_train_epochs")
 LOCK_FILE = "tuning.lock"
 DB_FILE = "tuning.db"
-ARMS = ("scratch", "spt")  # the baseline phase; finetuning from the SPT checkpoint
+# The baseline phase; finetuning from the first seed's SPT checkpoint; with --tune_spt, SPT + finetuning pairs.
+ARMS = ("scratch", "spt", "spt_pair")
+SPT_PREFIX = "spt."  # a key of the space searched in the SPT phase of a pair (`spt.learning_rate`)
+SPT_OPTIMISER_KEYS = ("learning_rate", "weight_decay", "warmup_steps")  # searched for SPT too with --tune_spt
 
 
 def require_optuna():
@@ -69,6 +72,17 @@ def check_entry(key: str, entry, path: Path) -> None:
         raise ValueError(f"{where}: `low` and `high` must be {entry['type']} numbers (got {low!r}, {high!r}).")
     if not low < high or (entry.get("log") and low <= 0):
         raise ValueError(f"{where}: needs low < high (and low > 0 with log: true); got low={low}, high={high}.")
+
+
+def split_space(space: dict[str, dict], pairs: bool) -> tuple[dict, dict]:
+    """(the finetuning phase's space, the SPT phase's space keyed `spt.<key>`): with `pairs` (--tune_spt), the
+    optimiser keys of the space are searched for the SPT phase too, with any `spt.<key>` the space gives itself."""
+    spt = {k: e for k, e in space.items() if k.startswith(SPT_PREFIX)}
+    if spt and not pairs:
+        raise ValueError(f"--tune_space: {sorted(spt)} search the SPT phase, which only --tune_spt trains per trial.")
+    if pairs:
+        spt = {**{SPT_PREFIX + k: space[k] for k in SPT_OPTIMISER_KEYS if k in space}, **spt}
+    return {k: e for k, e in space.items() if not k.startswith(SPT_PREFIX)}, spt
 
 
 def distributions(space: dict[str, dict]) -> dict:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 SUMMARY_FILE = "tuning.json"  # in a tuned comparison's output folder (compare/tune.py writes it)
-SIDES = {"baseline": "scratch", "spt": "spt"}  # the report's side -> the study's arm
+SIDES = {"baseline": ("scratch",), "spt": ("spt", "spt_pair")}  # the report's side -> the study's arms
 FLAG = "⚠"
 
 
@@ -27,7 +27,7 @@ def read_tuning(paths: list[str | Path]) -> list[dict]:
 
 def tuned_keys(studies: list[dict]) -> set[str]:
     """The recipe keys the searches chose: the report's rows do not split on them (each arm has its own values)."""
-    return {key for study in studies for key in study["space"]}
+    return {key.rsplit(".", 1)[-1] for study in studies for key in study["space"]}  # (`spt.learning_rate` too)
 
 
 def completed(study: dict) -> list[dict]:
@@ -37,7 +37,7 @@ def completed(study: dict) -> list[dict]:
 def find_study(studies: list[dict], task: str, architecture: str, side: str) -> dict | None:
     """The study of a report row's side (matched on the trials' own task and model type)."""
     for study in studies:
-        if (study.get("result_task"), study.get("model"), study["arm"]) == (task, architecture, SIDES[side]):
+        if (study.get("result_task"), study.get("model")) == (task, architecture) and study["arm"] in SIDES[side]:
             return study
     return None
 
