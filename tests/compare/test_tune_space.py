@@ -82,8 +82,8 @@ def fake_launcher(launched: list[str], values: dict, die_after: int | None = Non
 
     def launch(jobs):
         for job in jobs:
-            if "/trial" not in job.id:
-                continue  # the SPT phase the spt arm's trials start from
+            if "/trial" not in job.id or job.phase == "spt":
+                continue  # the SPT phase the spt arm's trials start from (or, with --tune_spt, a pair's own)
             if die_after is not None and len(launched) >= die_after:
                 raise Killed(job.id)
             launched.append(job.id)
@@ -162,3 +162,35 @@ def test_tune_without_optuna_names_the_extra_in_one_line(monkeypatch):
     monkeypatch.setattr(importlib, "import_module", without_optuna)
     with pytest.raises(ValueError, match=r"^--tune needs Optuna: pip install 'spt_hf\[tune\]'"):
         require_optuna()
+
+
+def test_tune_spt_makes_each_spt_trial_a_pair_and_the_seeded_spt_phases_get_the_chosen_spt_values(tmp_path):
+    config = spec(tmp_path, architectures=["dlr"], tune_spt=True, tune_trials=2, tune_max_steps=3)
+    launched: list = []
+    plan = build_plan(config)
+    originals = []
+
+    def launch(jobs):
+        originals.extend(jobs)
+        return fake_launcher(launched, {})(jobs)
+
+    best = run_tuning(config, plan, launch)
+    pairs = [job for job in originals if job.id.startswith("tune/digits/dlr/spt_pair/")]
+    assert [job.phase for job in pairs] == ["spt", "finetune"] * 2
+    spt, finetune = pairs[:2]
+    assert finetune.depends_on == spt.id and finetune.overrides["model_name_or_path"] == str(spt.phase_dir)
+    assert spt.overrides["max_steps"] == 3 and "spt.learning_rate" not in spt.overrides
+    chosen = best["digits/dlr/spt_pair"]
+    assert {"spt.learning_rate", "spt.weight_decay", "spt.warmup_steps", "learning_rate"} <= set(chosen)
+    seeded_spt = next(job for job in plan.jobs if job.phase == "spt")
+    assert seeded_spt.overrides["learning_rate"] == chosen["spt.learning_rate"]
+    seeded = next(job for job in plan.jobs if job.phase == "finetune")
+    assert seeded.overrides["learning_rate"] == chosen["learning_rate"]
+
+
+def test_an_spt_key_in_the_space_needs_tune_spt(tmp_path):
+    config = spec(tmp_path, tune_space=write_space(tmp_path, "spt.mask_rate: {type: float, low: 0.1, high: 0.3}"))
+    with pytest.raises(ValueError, match=r"^--tune_space: \['spt.mask_rate'\] search the SPT phase.*--tune_spt"):
+        searches(config, build_plan(config).jobs)
+    with pytest.raises(ValueError, match="go with --tune"):
+        spec(tmp_path, tune=False, tune_spt=True)

@@ -13,6 +13,7 @@ import numpy as np
 SUMMARY_FILE = "tuning.json"  # in a tuned comparison's output folder (compare/tune.py writes it)
 SIDES = {"baseline": ("scratch",), "spt": ("spt", "spt_pair")}  # the report's side -> the study's arms
 FLAG = "⚠"
+PAIR_ARM = "spt_pair"
 
 
 def read_tuning(paths: list[str | Path]) -> list[dict]:
@@ -80,7 +81,7 @@ def tuning_section(studies: list[dict], out: Path) -> tuple[str, Path | None]:
     """The report's "Tuning" section and its plot (`tuning.png`), or ("", None) for an untuned comparison."""
     if not studies:
         return "", None
-    first = studies[0]
+    first = max(studies, key=lambda s: len(s["space"]))  # (an SPT + finetune pair's space has the `spt.` keys too)
     budget = f"{first['max_steps']} steps per trial" if first["max_steps"] else "each trial the phase's full budget"
     lines = [
         "## Tuning",
@@ -89,7 +90,11 @@ def tuning_section(studies: list[dict], out: Path) -> tuple[str, Path | None]:
         f"({budget}; sampler {first['sampler']}; study in {first['storage']}), chosen on the validation metric; the "
         "chosen values were then trained for every seed and evaluated on test once. Space: "
         + ", ".join(f"`{k}` {_distribution(e)}" for k, e in first["space"].items())
-        + ".",
+        + (
+            " (`spt.` keys: the SPT phase of each SPT + finetune pair, --tune_spt)."
+            if PAIR_ARM in first["arm"]
+            else "."
+        ),
         "",
         "| study | trials (completed / run) | chosen (best trial) | best validation | validation across trials "
         "(min / median / max) | search cost |",
