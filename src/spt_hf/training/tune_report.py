@@ -57,15 +57,16 @@ def tuned_label(studies: list[dict], study: dict | None) -> str:
 
 
 def search_cost(study: dict | None, duration) -> str:
-    """ " + search: steps · FLOPs · wall time" of every trial of a study (summed), for a cost cell."""
+    """The " + search: steps · FLOPs · wall time" of every trial of a study (summed), for a cost cell; "≥" when a
+    trial recorded none (it failed before writing its results: what it spent is not known)."""
     if study is None:
         return ""
     trials = study["trials"]
-    steps = sum(t["steps"] or 0 for t in trials)
-    flops = [t["flops"] for t in trials]
-    walls = [t["wall_s"] for t in trials]
-    flop_text = "— FLOPs" if None in flops else f"{sum(flops):.3g} FLOPs".replace("e+", "e")
-    return f" + search: {steps} steps · {flop_text} · {duration(None if None in walls else sum(walls))}"
+    known = [t for t in trials if None not in (t["steps"], t["flops"], t["wall_s"])]
+    at_least = "≥ " if len(known) < len(trials) else ""
+    flops = f"{sum(t['flops'] for t in known):.3g} FLOPs".replace("e+", "e")
+    steps = sum(t["steps"] for t in known)
+    return f" + search: {at_least}{steps} steps · {flops} · {duration(sum(t['wall_s'] for t in known))}"
 
 
 def best_so_far(study: dict) -> list[tuple[int, float]]:
