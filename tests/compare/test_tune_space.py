@@ -194,3 +194,18 @@ def test_an_spt_key_in_the_space_needs_tune_spt(tmp_path):
         searches(config, build_plan(config).jobs)
     with pytest.raises(ValueError, match="go with --tune"):
         spec(tmp_path, tune=False, tune_spt=True)
+
+
+@pytest.mark.parametrize(
+    "url, reason",
+    [
+        ("nonsense://x", "NoSuchModuleError"),
+        ("mysql+pymysql://user:secret@127.0.0.1:1/spt", "ImportError|OperationalError"),
+        ("sqlite:////nonexistent/folder/tuning.db", "OperationalError"),
+    ],
+)
+def test_a_study_database_that_cannot_be_opened_is_one_line_without_its_password(tmp_path, url, reason):
+    config = spec(tmp_path, tune_storage=url, architectures=["dlr"])
+    with pytest.raises(ValueError, match=rf"^--tune_storage .*: cannot open the study database \(({reason})") as info:
+        run_tuning(config, build_plan(config), fake_launcher([], {}))
+    assert "\n" not in str(info.value) and "secret" not in str(info.value)

@@ -113,9 +113,16 @@ def open_studies(spec, found: list[Search]) -> str:
     owner = str(Path(spec.output_dir).resolve())
     for search in found:
         sampler = optuna.samplers.TPESampler(seed=spec.seeds[0])
-        study = optuna.create_study(
-            storage=url, study_name=search.name, direction="maximize", sampler=sampler, load_if_exists=True
-        )
+        try:
+            study = optuna.create_study(
+                storage=url, study_name=search.name, direction="maximize", sampler=sampler, load_if_exists=True
+            )
+        except Exception as error:  # a URL SQLAlchemy cannot parse, a driver not installed, a database not reached
+            why = " ".join(str(error).split("(Background on this error")[0].split())
+            raise ValueError(
+                f"--tune_storage {shown_url(url)}: cannot open the study database ({type(error).__name__}: {why}); "
+                "check the URL, that its driver is installed (mysql+pymysql: pip install pymysql) and the server runs."
+            ) from None
         recorded = study.user_attrs.get("output_dir")
         if recorded is None:
             study.set_user_attr("output_dir", owner)
