@@ -21,6 +21,7 @@ from ..checkpoints import write_json_atomic
 from ..phases import BASELINE_PHASE, FINETUNE_PHASE, SPT_PHASE
 from ..training.results import RESULTS_FILE
 from ..training.rows import TRIAL_FILE, architecture_name, test_metric
+from ..training.tune_report import PAIR_ARM, SCRATCH_ARM, SPT_ARM, SUMMARY_FILE
 from .plan import PhaseJob, Plan
 from .state import phase_finished
 from .tune_space import (
@@ -36,8 +37,7 @@ from .tune_space import (
     study_name,
 )
 
-SUMMARY_FILE = "tuning.json"
-ARM_PHASES = {"scratch": BASELINE_PHASE, "spt": FINETUNE_PHASE}
+ARM_PHASES = {SCRATCH_ARM: BASELINE_PHASE, SPT_ARM: FINETUNE_PHASE}
 
 
 @dataclasses.dataclass
@@ -66,10 +66,10 @@ def searches(spec, jobs: list[PhaseJob]) -> list[Search]:
     for (task, arch, phase), job in first.items():
         for arm, arm_phase in ARM_PHASES.items():
             if phase == arm_phase:
-                arm = "spt_pair" if arm == "spt" and spec.tune_spt else arm
-                spt_job = first.get((task, arch, "spt")) if arm != "scratch" else None
+                arm = PAIR_ARM if arm == SPT_ARM and spec.tune_spt else arm
+                spt_job = first.get((task, arch, SPT_PHASE)) if arm != SCRATCH_ARM else None
                 template = dataclasses.replace(job, overrides={**job.overrides, **budget(spec)})
-                searched = {**space, **spt_space} if arm == "spt_pair" else space
+                searched = {**space, **spt_space} if arm == PAIR_ARM else space
                 search = Search(study_name(task, arch, arm), arm, template, spt_job, searched, budget(spec))
                 for trial in trial_jobs(search, 0, sample_values(searched), Path(spec.output_dir)):
                     try:  # each key of the space must be a key of the phase's recipe
@@ -96,7 +96,7 @@ def trial_jobs(search: Search, number: int, params: dict, root: Path) -> list[Ph
     overrides = {**job.overrides, **values, "output_dir": str(run_dir)}
     depends_on = search.spt_job.id if search.spt_job else None
     jobs = []
-    if search.arm == "spt_pair":
+    if search.arm == PAIR_ARM:
         spt = search.spt_job
         spt_keys = {**spt.overrides, **search.budget, **spt_values, "output_dir": str(run_dir)}
         jobs.append(dataclasses.replace(spt, id=f"{name}/spt", run_dir=run_dir, overrides=spt_keys))
@@ -173,7 +173,7 @@ def run_tuning(spec, plan: Plan, launch: Callable[[list[PhaseJob]], dict]) -> di
                 record = {"study": search.name, "number": number, "params": slot_params(search, number)}
                 write_json_atomic(jobs[-1].run_dir / TRIAL_FILE, {**record, "storage": shown_url(url)})
             print(f"tune: round {round_number}: {', '.join(f'{n} trial {b[1]}' for n, b in batch.items())}", flush=True)
-            needed = {s.spt_job.id: s.spt_job for s, *_ in batch.values() if s.arm == "spt"}
+            needed = {s.spt_job.id: s.spt_job for s, *_ in batch.values() if s.arm == SPT_ARM}
             spt_jobs = [job for job in needed.values() if not phase_finished(job, plan.launch.world_size)]
             launch(spt_jobs + [job for *_, jobs in batch.values() for job in jobs])
             for search, number, jobs in batch.values():
@@ -202,7 +202,7 @@ def apply_best(jobs: list[PhaseJob], found: list[Search], best: dict[str, dict])
                 continue
             if job.phase == search.template.phase:
                 job.overrides.update({k: v for k, v in values.items() if not k.startswith(SPT_PREFIX)})
-            elif job.phase == SPT_PHASE and search.arm == "spt_pair":
+            elif job.phase == SPT_PHASE and search.arm == PAIR_ARM:
                 job.overrides.update(spt_values)
 
 

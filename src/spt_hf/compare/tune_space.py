@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from ..training.recipes import load_yaml
+from ..training.tune_report import PAIR_ARM, SCRATCH_ARM, SPT_ARM
 from .plan import OWNED_KEYS
 
 DEFAULT_SPACE = Path(__file__).with_name("default-space.yaml")
@@ -16,8 +17,7 @@ TYPES = ("float", "int", "categorical")
 BUDGET_KEYS = ("max_steps", "total_steps", "spt_fraction", "num_train_epochs")
 LOCK_FILE = "tuning.lock"
 DB_FILE = "tuning.db"
-# The baseline phase; finetuning from the first seed's SPT checkpoint; with --tune_spt, SPT + finetuning pairs.
-ARMS = ("scratch", "spt", "spt_pair")
+ARMS = (SCRATCH_ARM, SPT_ARM, PAIR_ARM)
 SPT_PREFIX = "spt."  # a key of the space searched in the SPT phase of a pair (`spt.learning_rate`)
 SPT_OPTIMISER_KEYS = ("learning_rate", "weight_decay", "warmup_steps")  # searched for SPT too with --tune_spt
 

@@ -11,9 +11,11 @@ from pathlib import Path
 import numpy as np
 
 SUMMARY_FILE = "tuning.json"  # in a tuned comparison's output folder (compare/tune.py writes it)
-SIDES = {"baseline": ("scratch",), "spt": ("spt", "spt_pair")}  # the report's side -> the study's arms
+# The arms of a search: the baseline phase; finetuning from the first seed's SPT checkpoint; with --tune_spt,
+# SPT + finetuning pairs.
+SCRATCH_ARM, SPT_ARM, PAIR_ARM = "scratch", "spt", "spt_pair"
+SIDES = {"baseline": (SCRATCH_ARM,), "spt": (SPT_ARM, PAIR_ARM)}  # the report's side -> the study's arms
 FLAG = "⚠"
-PAIR_ARM = "spt_pair"
 
 
 def read_tuning(paths: list[str | Path]) -> list[dict]:
@@ -154,7 +156,7 @@ def plot_tuning(studies: list[dict], out: Path) -> Path:
         points = best_so_far(study)
         if points:
             ax.plot(
-                *zip(*points), marker="o", linestyle="--" if study["arm"] == "scratch" else "-", label=study["name"]
+                *zip(*points), marker="o", linestyle="--" if study["arm"] == SCRATCH_ARM else "-", label=study["name"]
             )
     ax.set_xlabel("trial")
     ax.set_ylabel("best validation metric so far")
