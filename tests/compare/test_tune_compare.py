@@ -30,12 +30,14 @@ def test_a_tuned_comparison_killed_mid_search_resumes_without_repeating_a_trial(
     args += ["--recipes-dir", "recipes/cpu", "--output-dir", str(out), "--max-parallel", "2"]
     args += ["--tune", "--tune_trials", "3", "--tune_max_steps", "3"] + [f"--{k}={v}" for k, v in TINY_PHASE.items()]
     first = subprocess.Popen([sys.executable, "-m", "spt_hf", *args], start_new_session=True, stderr=subprocess.PIPE)
-    while len(trial_results(out)) < 5 and first.poll() is None:  # round 1 (4 trials) and part of round 2
-        time.sleep(0.5)
-    assert cli_main(args) == 1  # a second driver on the same comparison and study database
-    assert "error: Another `spt-hf compare --tune` is driving" in capsys.readouterr().err
-    os.killpg(first.pid, signal.SIGKILL)  # the driver and the trial phases it was running
-    first.wait()
+    try:
+        while len(trial_results(out)) < 5 and first.poll() is None:  # round 1 (4 trials) and part of round 2
+            time.sleep(0.5)
+        assert cli_main(args) == 1  # a second driver on the same comparison and study database
+        assert "error: Another `spt-hf compare --tune` is driving" in capsys.readouterr().err
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # the driver and the trial phases it was running
+        first.wait()
     url = f"sqlite:///{out / 'tuning.db'}"
     states = [t.state for s in optuna.get_all_study_summaries(url) for t in optuna.load_study(
         study_name=s.study_name, storage=url).trials]  # fmt: skip
@@ -66,3 +68,21 @@ def test_a_tuned_comparison_killed_mid_search_resumes_without_repeating_a_trial(
     assert (out / "tuning.png").is_file()
     with open(out / "runs.csv") as handle:
         assert len(list(csv.DictReader(handle))) == 4  # the seeded runs only: 2 architectures x 2 sides
+
+
+@pytest.mark.slow
+def test_the_trials_of_a_tuned_comparison_run_as_submitit_jobs(tmp_path):
+    pytest.importorskip("submitit")
+    out = tmp_path / "cmp"
+    args = ["compare", "--tasks", "digits", "--architectures", "dlr", "--seeds", "0", "--recipes-dir", "recipes/cpu"]
+    args += ["--output-dir", str(out), "--launcher", "submitit", "--submitit_cluster", "local"]
+    args += ["--submitit_timeout_min", "30", "--tune", "--tune_trials", "2", "--tune_max_steps", "3"]
+    assert cli_main(args + [f"--{k}={v}" for k, v in TINY_PHASE.items()]) == 0
+    submitted = [p.read_bytes() for p in (out / "submitit").rglob("*_submitted.pkl")]
+    assert len(submitted) == 7  # 2 arms x 2 trials, the SPT phase, the seed's finetuning and baseline
+    url = f"sqlite:///{out / 'tuning.db'}"
+    for arm in ("scratch", "spt"):
+        study = optuna.load_study(study_name=f"digits/dlr/{arm}", storage=url)
+        assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 2
+        for k in (0, 1):  # each trial was a submitit job
+            assert sum(f"tune/{arm}/trial{k}".encode() in job for job in submitted) == 1
