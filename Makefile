@@ -14,7 +14,7 @@ export TOKENIZERS_PARALLELISM ?= false
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e ".[test,dev,extras,cluster]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[test,dev,extras,cluster,tune]"
 	$(PY) -m pip install -q --no-deps aeon==1.6.0 tslearn==0.10.0  # only their bundled UCR/UEA files, for tests and docs
 	touch $(STAMP)
 

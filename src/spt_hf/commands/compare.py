@@ -19,6 +19,7 @@ def add_parsers(commands, common: argparse.ArgumentParser) -> None:
     # No abbreviations: a trailing recipe key such as `--seed 3` must not silently become `--seeds 3`, it is refused.
     parser = add_command(commands, common, "compare", compare_command, text, takes_overrides=True, allow_abbrev=False)
     add_plan_options(parser)
+    add_tune_options(parser)
     add_launcher_options(parser)
 
 
@@ -67,6 +68,27 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
         help="with --dry_run: each phase's memory, FLOPs and verdict, and the plan's GPU-hours (measured steps)",
     )
     add_estimate_options(parser)
+
+
+def add_tune_options(parser: argparse.ArgumentParser) -> None:
+    """`--tune`: the same hyperparameter search for every (task, architecture, arm) first (docs/compare.md)."""
+    parser.add_argument(
+        "--tune", action="store_true", default=None, help="search each arm's hyperparameters first (Optuna, TPE)"
+    )
+    parser.add_argument(*spellings("--tune_trials"), type=int, help="trials per task x architecture x arm (10)")
+    parser.add_argument(
+        *spellings("--tune_space"), metavar="SPACE.yaml", help="recipe key -> {type, low, high, log, choices}"
+    )
+    parser.add_argument(
+        *spellings("--tune_storage"), metavar="URL", help="the studies' database (default sqlite OUTPUT_DIR/tuning.db)"
+    )
+    parser.add_argument(*spellings("--tune_max_steps"), type=int, help="steps of each trial (default: the phase's)")
+    parser.add_argument(
+        *spellings("--tune_spt"),
+        action="store_true",
+        default=None,
+        help="each SPT-arm trial an SPT + finetune pair, SPT's optimiser settings searched too",
+    )
 
 
 def add_launcher_options(parser: argparse.ArgumentParser) -> None:
@@ -132,12 +154,19 @@ def compare_command(args, rest: list[str]) -> int:
         )
     if args.estimate and not args.dry_run:
         raise ValueError("--estimate goes with --dry_run (the estimate of a plan, before anything runs).")
-    result = run_compare(CompareSpec(**values), dry_run=args.dry_run)
+    spec = CompareSpec(**values)
+    result = run_compare(spec, dry_run=args.dry_run)
     if args.estimate:
         from ..training.estimate import format_estimates
         from ..training.plan_estimate import estimate_jobs
 
         estimates, skipped = estimate_jobs(result.plan, args.device_memory_gb, args.max_measure_length)
+        if spec.tune:  # the search's trial phases, in the same table and totals (compare/tune.py)
+            from ..compare.tune import search_estimates
+
+            search, search_skipped = search_estimates(spec, result.plan, args.device_memory_gb, args.max_measure_length)
+            estimates, skipped = estimates + search, {**skipped, **search_skipped}
+            print(f"tune: the search: {sum(e.train_flops for e in search):.3g} of the table's training FLOPs")
         print(format_estimates(estimates))
         for job_id, why in skipped.items():
             print(f"estimate: {job_id}: not estimated: {why}")

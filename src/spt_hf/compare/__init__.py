@@ -40,6 +40,8 @@ class CompareResult:
 def run_compare(spec: CompareSpec, dry_run: bool = False) -> CompareResult:
     """Plan, run what is missing, and write the report into `spec.output_dir`."""
     plan = build_plan(spec)
+    if spec.tune:
+        _tune(spec, plan, dry_run)
     statuses = plan_states(plan)
     result = CompareResult(plan.jobs, {job_id: status.state for job_id, status in statuses.items()})
     result.problems.update({i: s.why for i, s in statuses.items() if s.state == PhaseState.CHANGED})
@@ -69,6 +71,26 @@ def run_compare(spec: CompareSpec, dry_run: bool = False) -> CompareResult:
     for job_id, why in result.problems.items():
         print(f"compare: {job_id}: {why}", flush=True)
     return result
+
+
+def _tune(spec: CompareSpec, plan: Plan, dry_run: bool) -> None:
+    """The search of `--tune` (compare/tune.py) before the seeded phases, which then run with its chosen values."""
+    from .tune import run_tuning, searches
+
+    if dry_run:
+        found = searches(spec, plan.jobs)
+        steps = f"{spec.tune_max_steps} steps each" if spec.tune_max_steps else "each its phase's own steps"
+        print(
+            f"tune: {len(found)} studies x {spec.tune_trials} trials ({steps}): {len(found) * spec.tune_trials} "
+            "trial phases before the seeded ones",
+            flush=True,
+        )
+        return
+
+    def launch(jobs: list[PhaseJob]) -> dict:
+        return _launch(plan, jobs, Progress(len(jobs), min(len(jobs), plan.launch.max_parallel)))
+
+    run_tuning(spec, plan, launch)
 
 
 def _launch(plan: Plan, jobs: list[PhaseJob], progress: Progress) -> dict:

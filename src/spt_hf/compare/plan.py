@@ -76,6 +76,15 @@ class CompareSpec:
     skip_missing_pairs: bool = False
     task_config: str | None = None
     preset: str | None = None
+    # `--tune` (compare/tune.py): tune_trials trials per (task, architecture, arm) over the space tune_space (default
+    # compare/default-space.yaml), stored in tune_storage (default SQLite OUTPUT_DIR/tuning.db), each trial
+    # tune_max_steps steps (default: the phase's own budget).
+    tune: bool = False
+    tune_trials: int = 10
+    tune_space: str | None = None
+    tune_storage: str | None = None
+    tune_max_steps: int | None = None
+    tune_spt: bool = False  # each trial of the SPT arm an SPT + finetuning pair, SPT's optimiser settings searched too
 
     def __post_init__(self) -> None:
         if self.task_config is not None and (self.tasks or self.recipes_dir is not None):
@@ -99,6 +108,12 @@ class CompareSpec:
             raise ValueError(f"`launcher`={self.launcher!r}; expected one of {list(LAUNCHERS)}.")
         if not isinstance(self.max_parallel, int) or self.max_parallel < 1:
             raise ValueError(f"`max_parallel` must be a positive integer, got {self.max_parallel!r}.")
+        if (self.tune_spt or self.tune_space or self.tune_storage or self.tune_max_steps) and not self.tune:
+            raise ValueError("--tune_spt, --tune_space, --tune_storage and --tune_max_steps go with --tune.")
+        for key in ("tune_trials", "tune_max_steps"):
+            value = getattr(self, key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"`{key}` must be a positive integer, got {value!r}.")
         unknown = sorted(set(self.task_overrides) - set(self.tasks))
         if unknown:
             raise ValueError(f"`task_overrides` names tasks {unknown} that the comparison does not run: {self.tasks}.")

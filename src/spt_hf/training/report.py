@@ -27,6 +27,7 @@ from ..phases import StartKind
 from .plots import plot_learning_curves, plot_test_metrics
 from .rows import KIND_NAMES, Row, Run, comparison_rows, find_results, metric_scale
 from .statistics import ALPHA, MIN_PAIRS, Paired, by_seed, paired_difference
+from .tune_report import find_study, read_tuning, search_cost, tuned_keys, tuned_label, tuning_section
 
 SSM_TYPES = ("spt_s4", "spt_dlr")
 TRANSFORMER_TYPE = "spt_rotary_transformer"
@@ -98,9 +99,10 @@ def _difference(paired: Paired, unpaired_mean: float, scale: float) -> str:
     return f"{value:+.1f}" + (" *" if paired.significant else "")
 
 
-def markdown_table(rows: list[Row]) -> str:
+def markdown_table(rows: list[Row], studies: list[dict] | None = None) -> str:
     """Per task and architecture: scratch, SPT + finetune, the gain with its paired 95% interval and tests over
-    seeds, and what each side cost."""
+    seeds, and what each side cost; with the `studies` of `compare --tune`, each tuned side says "tuned, N trials"
+    and its cost adds the search's (`tune_report.py`)."""
     lines = [
         "| task | architecture | variant | metric | baseline | baseline result | SPT + finetune | SPT − baseline "
         "| 95% CI (paired) | p (paired t) | p (sign-flip) | baseline cost | SPT + finetune cost |",
@@ -111,11 +113,15 @@ def markdown_table(rows: list[Row]) -> str:
         scratch, spt = [r.test for r in row.side("baseline")], [r.test for r in row.side("spt")]
         paired = paired_difference(by_seed(row.side("spt"), scale), by_seed(row.side("baseline"), scale))
         gain = _difference(paired, np.mean(spt) - np.mean(scratch), scale) if scratch and spt else "—"
+        study = {side: find_study(studies or [], row.task, row.architecture, side) for side in ("baseline", "spt")}
+        label = {side: tuned_label(studies or [], found) for side, found in study.items()}
+        search = {side: search_cost(found, _duration) for side, found in study.items()}
         lines.append(
             f"| {row.task} | {row.architecture} | {row.variant or '—'} | {row.metric} | {row.baseline_kind}"
-            f" | {mean_spread(scratch, scale)}"
-            f" | {mean_spread(spt, scale)} | {gain} | {_interval(paired)} | {_p(paired.p_t)} | {_p(paired.p_sign)}"
-            f" | {_cost(row.side('baseline'), False)} | {_cost(row.side('spt'), True)} |"
+            f" | {mean_spread(scratch, scale)}{label['baseline']}"
+            f" | {mean_spread(spt, scale)}{label['spt']} | {gain} | {_interval(paired)} | {_p(paired.p_t)}"
+            f" | {_p(paired.p_sign)} | {_cost(row.side('baseline'), False)}{search['baseline']}"
+            f" | {_cost(row.side('spt'), True)}{search['spt']} |"
         )
     return "\n".join(lines)
 
@@ -294,24 +300,28 @@ def report(
 ) -> str:
     """Write report.md, the per-seed files and the plots for the runs under `paths`; return the Markdown text."""
     results = find_results(paths)
-    rows = comparison_rows(results)
+    studies = read_tuning(paths)  # a `compare --tune` search (tune_report.py), or none
+    rows = comparison_rows(results, tuned_keys(studies))
     out = Path(out_dir or paths[0])
     out.mkdir(parents=True, exist_ok=True)
     text = (
         f"# spt_hf report\n\n{len(results)} phase result(s) from {', '.join(map(str, paths))}; test metric of the "
         "model each run selected on validation (accuracy in %, or R²); steps are optimiser steps, SPT steps + "
         "finetuning steps on the SPT side.\n\n"
-        f"{markdown_table(rows)}\n\n{SIGNIFICANCE_NOTE}\n{unpaired_notes(rows)}\n\n"
+        f"{markdown_table(rows, studies)}\n\n{SIGNIFICANCE_NOTE}\n{unpaired_notes(rows)}\n\n"
         f"## Architectures × tasks (baseline → SPT + finetune)\n\n{paper_table(rows)}\n\n"
         f"## Transformer–SSM gap\n\n{transformer_ssm_gap(rows)}\n"
     )
     if missing_pairs:
         listed = ", ".join(f"{task}/{arch}" for task, arch in missing_pairs)
         text += f"\n## Not in this comparison\n\nNo recipe pair, so not planned: {listed}.\n"
+    tuning, tuning_plot = tuning_section(studies, out)
+    text += f"\n{tuning}" if tuning else ""
     files = write_per_seed(rows, out)
     if rows:
         files += [plot_learning_curves(rows, out), plot_test_metrics(rows, out)]
-        text += "".join(f"\n![{p.stem}]({p.name})" for p in files if p.suffix == ".png")
+    files += [tuning_plot] if tuning_plot else []
+    text += "".join(f"\n![{p.stem}]({p.name})" for p in files if p.suffix == ".png")
     (out / "report.md").write_text(text + "\n")
     print(f"spt_hf: report written to {out / 'report.md'} (with {', '.join(p.name for p in files)})", flush=True)
     return text

@@ -17,6 +17,9 @@ from .results import RESULTS_FILE
 
 # Recipe entries that differ between the runs of one row without making them different experiments.
 NOT_A_VARIANT = ("training.seed", "model.model_name_or_path", "init.weights_sha256", "world_size")
+# In the run folder of each trial of `spt-hf compare --tune` (compare/tune.py): the report leaves these phases out of
+# its rows (they are the search, shown in its own section), and counts them in the cost of their arm.
+TRIAL_FILE = "tune_trial.json"
 BUDGET_KEYS = ("training.max_steps", "spt.total_steps", "spt.spt_fraction")  # one entry instead: budget.steps
 # How the report names each kind of run (`StartKind`): the baseline's two, and finetuning after SPT.
 KIND_NAMES = {
@@ -65,8 +68,8 @@ class Row:
 
 
 def find_results(paths: list[str | Path]) -> list[dict]:
-    """Every phase results.json under the given folders (run summaries skipped). A folder that does not exist is an
-    error; an unreadable file is reported and skipped."""
+    """Every phase results.json under the given folders (run summaries and `--tune` trials skipped). A folder that
+    does not exist is an error; an unreadable file is reported and skipped."""
     missing = [str(p) for p in paths if not Path(p).is_dir()]
     if missing:
         raise FileNotFoundError(f"No such run folder(s): {missing}; `spt-hf report` reads folders written by runs.")
@@ -78,7 +81,7 @@ def find_results(paths: list[str | Path]) -> list[dict]:
             except (OSError, json.JSONDecodeError) as error:
                 print(f"spt_hf: skipping {path}: {error}")
                 continue
-            if "phase" in data:
+            if "phase" in data and not (path.parent.parent / TRIAL_FILE).is_file():
                 data["_path"] = str(path)
                 found.append(data)
     return found
@@ -106,17 +109,19 @@ def _fingerprint_entries(result: dict | None) -> dict:
     return dict(((result or {}).get("recipe_fingerprint") or {}).get("entries") or {})
 
 
-def _entries(result: dict, spt: dict | None = None) -> dict:
+def _entries(result: dict, spt: dict | None = None, tuned: frozenset = frozenset()) -> dict:
     """The recipe entries that make a row, with the step budget as one entry, `budget.steps`: the total of a
     compute-tied pair (`total_steps`, from the phase's recipe or from its SPT phase's), otherwise `max_steps`. So a
     scratch run of 1200 steps and SPT 600 + finetuning 600 steps of the same total are one row, while runs with
-    other budgets are not. Each side's own steps are columns of the table."""
+    other budgets are not. Each side's own steps are columns of the table. The `tuned` recipe keys (those a
+    `compare --tune` search chose, each arm its own values) make no row either."""
     entries = _fingerprint_entries(result)
     total = entries.get("spt.total_steps")
     if total is None:
         total = _fingerprint_entries(spt).get("spt.total_steps")
     budget = total if total is not None else entries.get("training.max_steps")
     entries = {k: v for k, v in entries.items() if k not in NOT_A_VARIANT and k not in BUDGET_KEYS}
+    entries = {k: v for k, v in entries.items() if k.rsplit(".", 1)[-1] not in tuned}
     return {**entries, "budget.steps": budget}
 
 
@@ -132,21 +137,22 @@ def _summed(result: dict, spt: dict | None, value) -> float | None:
     return None if any(v is None for v in values) else float(sum(values))
 
 
-def comparison_rows(results: list[dict]) -> list[Row]:
-    """Group finetuning results into rows (see the module docstring)."""
+def comparison_rows(results: list[dict], tuned: set[str] | frozenset = frozenset()) -> list[Row]:
+    """Group finetuning results into rows (see the module docstring); `tuned`: the recipe keys a `compare --tune`
+    search chose (not a variant: each arm trains with its own chosen values)."""
     groups: dict[tuple, dict] = {}
     for result in results:
         if result.get("phase") not in FINETUNING_PHASES:
             continue
         name, test, validation = test_metric(result)
         spt = _spt_results(result) if result["phase"] == FINETUNE_PHASE else None
-        entries = _entries(result, spt)
+        entries = _entries(result, spt, frozenset(tuned))
         key = (
             result.get("task_name") or result["task"],
             architecture_name(result),
             json.dumps(entries, sort_keys=True, default=str),
         )
-        spt_key = json.dumps(_entries(spt), sort_keys=True, default=str) if spt else None
+        spt_key = json.dumps(_entries(spt, tuned=frozenset(tuned)), sort_keys=True, default=str) if spt else None
         group = groups.setdefault(key, {"metric": name, "entries": entries, "spt": defaultdict(list)})
         run = Run(
             kind=recorded_start_kind(result),
