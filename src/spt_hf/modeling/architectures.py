@@ -79,6 +79,9 @@ def add_architecture(config_cls, source, name: str | None = None, plugin=None, v
         model_classes_for(config_cls, mixers, module.__name__)
     entry = Architecture(name or model_type.removeprefix("spt_"), config_cls, module, plugin=plugin, version=version)
     entry.classes = model_classes(config_cls, module)
+    if plugin is not None and not isinstance(source, types.ModuleType):
+        for cls in entry.classes.values():
+            cls.spt_plugin = {"plugin": plugin, "version": version}  # saved with checkpoints (plugin_code.py)
     REGISTRY[model_type] = entry
     ARCHITECTURES.append((config_cls, module))
     MODEL_TYPES.append(model_type)

@@ -58,6 +58,15 @@ class SequenceMixer(nn.Module):
         raise NotImplementedError(f"{type(self).__name__} must implement forward(hidden_states, attention_mask)")
 
 
+def _save_with_code(self, save_directory, *args, **kwargs):
+    """`save_pretrained`, then the plugin's code for remote-code loading (plugin_code.py)."""
+    from .plugin_code import write_remote_code
+
+    result = SequencePreTrainedModel.save_pretrained(self, save_directory, *args, **kwargs)
+    write_remote_code(self, save_directory, getattr(self, "spt_plugin", None))
+    return result
+
+
 def model_classes_for(
     config_cls: type[SequenceModelConfig], mixer_classes: tuple[type[nn.Module], ...], module_name: str
 ) -> dict[str, type]:
@@ -68,7 +77,8 @@ def model_classes_for(
     prefix = config_cls.__name__.removesuffix("Config")
     stateful = any(hasattr(mixer, "step") for mixer in mixer_classes)
     namespace = {"__module__": module_name, "config_class": config_cls, "__annotations__": {"config": config_cls}}
-    pretrained = type(f"{prefix}PreTrainedModel", (SequencePreTrainedModel,), {**namespace, "_is_stateful": stateful})
+    namespace.update(_is_stateful=stateful, spt_mixer_classes=tuple(mixer_classes), save_pretrained=_save_with_code)
+    pretrained = type(f"{prefix}PreTrainedModel", (SequencePreTrainedModel,), namespace)
     base = type(
         f"{prefix}Model",
         (SequenceBaseModel, pretrained),
