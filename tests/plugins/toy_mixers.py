@@ -42,3 +42,17 @@ class ToyMixer(SequenceMixer):
     def step(self, hidden_state, state, attention_mask=None, **kwargs):
         state = self.config.decay * state + hidden_state
         return self.proj(state), state
+
+
+class PeekingMixer(ToyMixer):
+    """Broken: in causal mode it also reads the next position."""
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs):
+        return super().forward(hidden_states) + torch.roll(hidden_states, -1, dims=1)
+
+
+class PaddingPoolingMixer(ToyMixer):
+    """Broken: adds the mean over every position, padding included (so more padding changes real outputs)."""
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs):
+        return super().forward(hidden_states) + hidden_states.mean(1, keepdim=True)

@@ -13,6 +13,7 @@ Each check is a test method whose failure message starts with the property it ch
 from contextlib import contextmanager
 
 from ..registry import register_architecture, unregister_architecture
+from .conformance import MixerConformance
 from .remote import load_in_a_bare_process
 
 
@@ -31,4 +32,4 @@ def registered(config_cls, mixer, name: str | None = None):
             unregister_architecture(config_cls.model_type)
 
 
-__all__ = ["load_in_a_bare_process", "registered"]
+__all__ = ["MixerConformance", "load_in_a_bare_process", "registered"]
