@@ -9,11 +9,22 @@ Every test's failure message starts with the property it checks ("causal mode se
 test (5 SPT + 5 finetuning steps on digits) is marked `slow`; the rest take seconds on a CPU.
 """
 
+import importlib
 import math
 
-import pytest
 import torch
 from transformers import AutoConfig
+
+
+def require_pytest():
+    """pytest (the `test` extra): the kit is a pytest class; one line naming the extra when it is missing."""
+    try:
+        return importlib.import_module("pytest")
+    except ImportError:
+        raise ImportError('spt_hf.testing is a pytest kit: pip install pytest (or "spt_hf[test]").') from None
+
+
+pytest = require_pytest()
 
 VOCAB, LENGTH, BATCH = 16, 10, 3
 
