@@ -10,17 +10,26 @@ from spt_hf.modeling.configuration_s4 import S4Config
 from spt_hf.testing import MixerConformance
 
 
-class TestS4(MixerConformance):
+class BuiltinConformance(MixerConformance):
+    """The kit on spt_hf's own architectures; their remote-code load is also checked, in one process for all
+    families, by tests/models/test_auto_classes.py, so the kit's (a process each) runs with the slow tests."""
+
+    @pytest.mark.slow
+    def test_remote_code_loads_without_spt_hf(self, architecture, tmp_path):
+        super().test_remote_code_loads_without_spt_hf(architecture, tmp_path)
+
+
+class TestS4(BuiltinConformance):
     config_class = S4Config
     tiny_config = {"state_size": 8, "max_position_embeddings": 16}
 
 
-class TestDLR(MixerConformance):
+class TestDLR(BuiltinConformance):
     config_class = DLRConfig
     tiny_config = {"state_size": 8}
 
 
-class TestTransformer(MixerConformance):
+class TestTransformer(BuiltinConformance):
     config_class = RotaryTransformerConfig
     tiny_config = {"num_attention_heads": 2, "intermediate_size": 32}
     preset_name = "transformer"
