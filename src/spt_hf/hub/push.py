@@ -177,7 +177,7 @@ def plugin_section(folder: Path) -> str:
     name = record.get("plugin") or record["module"]
     version = f" {record['version']}" if record.get("version") else ""
     return (
-        f"\n## Architecture plugin\n\nThe `{record['model_type']}` architecture comes from the spt_hf plugin "
+        f"\n\n## Architecture plugin\n\nThe `{record['model_type']}` architecture comes from the spt_hf plugin "
         f"`{name}`{version}; its code is saved here, so `trust_remote_code=True` loads it without spt_hf or the "
         "plugin installed.\n"
     )
