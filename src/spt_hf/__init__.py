@@ -57,21 +57,59 @@ def _register(config_cls, modeling_module, auto_classes: dict) -> dict[str, type
     return classes
 
 
+def _auto_classes() -> dict:
+    from .auto import AutoModelForRetrieval
+
+    return {"AutoModelForRetrieval": AutoModelForRetrieval}  # the Auto classes transformers does not define
+
+
 def register_auto_classes() -> None:
-    """Register every architecture of modeling/architectures.py (the one list) with the Auto classes and export its
-    classes as `spt_hf.<Class>`; once a process (later calls return at once)."""
+    """Register every architecture of the registry (modeling/architectures.py, the one list) with the Auto classes
+    and export its classes as `spt_hf.<Class>`; once a process (later calls return at once; architectures registered
+    later are exported by `export_architecture`)."""
     if "_EXPORTS" in globals():
         return
     from .auto import AutoModelForRetrieval
     from .modeling.architectures import ARCHITECTURES, MODEL_TYPES
+    from .modeling.mixer import SequenceMixer
+    from .registry import register_architecture, unregister_architecture
 
-    auto_classes = {"AutoModelForRetrieval": AutoModelForRetrieval}  # the Auto classes transformers does not define
     exports = {}
     for config_cls, module in ARCHITECTURES:
-        exports.update(_register(config_cls, module, auto_classes))
+        exports.update(_register(config_cls, module, _auto_classes()))
+    # The plugin API (docs/own-architecture.md): public names outside `__all__`, which lists the model classes.
+    api = dict(SequenceMixer=SequenceMixer, register_architecture=register_architecture)
+    globals().update(api, unregister_architecture=unregister_architecture)
     globals().update(exports, AutoModelForRetrieval=AutoModelForRetrieval, MODEL_TYPES=MODEL_TYPES)
     globals()["__all__"] = ["AutoModelForRetrieval", "MODEL_TYPES", *exports]
     globals()["_EXPORTS"] = exports
+
+
+def export_architecture(entry) -> None:
+    """Register one architecture added after `register_auto_classes` (a plugin) and export its classes."""
+    register_auto_classes()
+    classes = _register(entry.config_cls, entry.module, _auto_classes())
+    globals().update(classes)
+    globals()["__all__"] += [name for name in classes if name not in globals()["__all__"]]
+    globals()["_EXPORTS"].update(classes)
+
+
+def unexport_architecture(entry) -> None:
+    """Undo `export_architecture` (tests): the Auto classes' entries and the exported names."""
+    from transformers.models.auto.auto_factory import _BaseAutoModelClass
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING
+
+    CONFIG_MAPPING._extra_content.pop(entry.config_cls.model_type, None)
+    FEATURE_EXTRACTOR_MAPPING._extra_content.pop(entry.config_cls, None)
+    for auto_cls in _BaseAutoModelClass.__subclasses__():
+        if auto_cls._model_mapping is not None:
+            auto_cls._model_mapping._extra_content.pop(entry.config_cls, None)
+    names = [entry.config_cls.__name__, *(cls.__name__ for cls in entry.classes.values())]
+    for name in names:
+        globals().pop(name, None)
+        globals()["_EXPORTS"].pop(name, None)
+    globals()["__all__"] = [name for name in globals()["__all__"] if name not in names]
 
 
 def __getattr__(name: str):

@@ -162,8 +162,25 @@ def write_model_card(folder: str | Path, repo_id: str | None = None) -> Path:
         **related_results(folder),
     )
     path = folder / CARD_FILE
-    write_text_atomic(path, str(card))
+    write_text_atomic(path, str(card) + plugin_section(folder))
     return path
+
+
+def plugin_section(folder: Path) -> str:
+    """The card's lines naming the plugin (and version) whose architecture the checkpoint holds, from the record
+    that `save_pretrained` writes beside its code (modeling/plugin_code.py); empty for spt_hf's own architectures."""
+    from ..modeling.plugin_code import PLUGIN_FILE
+
+    if not (folder / PLUGIN_FILE).is_file():
+        return ""
+    record = json.loads((folder / PLUGIN_FILE).read_text())
+    name = record.get("plugin") or record["module"]
+    version = f" {record['version']}" if record.get("version") else ""
+    return (
+        f"\n\n## Architecture plugin\n\nThe `{record['model_type']}` architecture comes from the spt_hf plugin "
+        f"`{name}`{version}; its code is saved here, so `trust_remote_code=True` loads it without spt_hf or the "
+        "plugin installed.\n"
+    )
 
 
 def check_checkpoint_folder(folder: Path) -> None:

@@ -23,6 +23,7 @@ PRESETS = ("tiny", "small", "paper")
 CPU_FOLDER = RECIPES_DIR / "cpu"
 CPU_TASK = "digits"  # the CPU recipes of every architecture (tests/training/test_recipes.py checks they exist)
 TINY_WIDTH, TINY_LAYERS = 32, 2
+PLUGIN_REFERENCE = "transformer"  # whose preset optimisation a plugin's presets take (`plugin_preset_values`)
 # Widths scaled with hidden_size for `tiny` (heads, state sizes and windows are kept).
 WIDTH_KEYS = (
     "hidden_size",
@@ -106,7 +107,10 @@ def closest_paper_pair(pairs: list[tuple[Path, Path]], spec) -> tuple[Path, Path
 
 
 def preset_values(architecture: str, preset: str, spec) -> tuple[dict, dict, list[str]]:
-    """The SPT and finetuning recipe values of a preset (task keys left out) and the names of their sources."""
+    """The SPT and finetuning recipe values of a preset (task keys left out) and the names of their sources; an
+    architecture without shipped recipes (a plugin's) gets `plugin_preset_values`."""
+    if preset in PRESETS and architecture not in preset_architectures():
+        return plugin_preset_values(architecture, preset, spec)
     pair = preset_sources(architecture, preset, spec)
     values = [{k: v for k, v in read_recipe_file(path).items() if k not in TASK_KEYS} for path in pair]
     if preset == "tiny":
@@ -116,6 +120,37 @@ def preset_values(architecture: str, preset: str, spec) -> tuple[dict, dict, lis
             v.pop("continuous_loss", None)
     names = [str(path.relative_to(RECIPES_DIR)) for path in pair]
     return values[0], values[1], names
+
+
+def plugin_preset_values(architecture: str, preset: str, spec) -> tuple[dict, dict, list[str]]:
+    """A registered architecture without shipped recipes (a plugin, docs/own-architecture.md): the optimisation,
+    objective and budget of `PLUGIN_REFERENCE`'s preset with its model keys replaced by the plugin's
+    `model_type` and model keys: `config_cls.spt_preset(preset)` when the config defines it, else the config's own
+    defaults (`small`) or those at `TINY_WIDTH` and `TINY_LAYERS` (`tiny`). `paper` is refused (one line)."""
+    from ..registry import find_architecture
+
+    entry = find_architecture(architecture, builtins=sorted(preset_architectures()))
+    if preset == "paper":
+        raise ValueError(f"Architecture {architecture!r} (a plugin) has no paper recipe: use --preset small or tiny.")
+    spt, finetune, names = preset_values(PLUGIN_REFERENCE, preset, spec)
+    reference_fields = model_fields(spt["model_type"])
+    model = {"model_type": entry.config_cls.model_type}
+    if hasattr(entry.config_cls, "spt_preset"):
+        model.update(entry.config_cls.spt_preset(preset))
+    elif preset == "tiny":
+        model.update(hidden_size=TINY_WIDTH, num_hidden_layers=TINY_LAYERS)
+    values = [{**{k: v for k, v in phase.items() if k not in reference_fields}, **model} for phase in (spt, finetune)]
+    source = f"{entry.plugin or entry.config_cls.__module__} preset {preset} (optimisation of {names[0]})"
+    return values[0], values[1], [source, source.replace(names[0], names[1])]
+
+
+def model_fields(model_type: str) -> set[str]:
+    """The config fields of `model_type` (registered), model_type included."""
+    import dataclasses
+
+    from ..modeling.architectures import REGISTRY
+
+    return {f.name for f in dataclasses.fields(REGISTRY[model_type].config_cls)} | {"model_type"}
 
 
 def narrow(values: dict) -> dict:

@@ -326,7 +326,9 @@ def model_config_fields(values: dict) -> set[str]:
     import spt_hf  # noqa: F401  (registers the spt_hf model types)
 
     if model_type not in CONFIG_MAPPING:
-        raise ValueError(f"Unknown `model_type` {model_type!r}; spt_hf provides {sorted(SPT_MODEL_TYPES)}.")
+        from ..registry import find_architecture
+
+        find_architecture(model_type)  # an installed plugin's (loaded here), or one line naming what is known
     config_cls = CONFIG_MAPPING[model_type]
     return {f.name for f in dataclasses.fields(config_cls)} - {"model_type"}
 

@@ -1,0 +1,202 @@
+"""`MixerConformance`: the checks spt_hf runs on its own architectures, as a pytest class a plugin author subclasses.
+
+    class TestLRU(MixerConformance):
+        config_class = LRUConfig
+        mixer_class = LRUMixer      # None: already registered (spt_hf's own, or an installed plugin's entry point)
+        tiny_config = {"state_size": 8}
+
+Every test's failure message starts with the property it checks ("causal mode sees the future: ..."). The pipeline
+test (5 SPT + 5 finetuning steps on digits) is marked `slow`; the rest take seconds on a CPU.
+"""
+
+import importlib
+import math
+
+import torch
+from transformers import AutoConfig
+
+
+def require_pytest():
+    """pytest (the `test` extra): the kit is a pytest class; one line naming the extra when it is missing."""
+    try:
+        return importlib.import_module("pytest")
+    except ImportError:
+        raise ImportError('spt_hf.testing is a pytest kit: pip install pytest (or "spt_hf[test]").') from None
+
+
+pytest = require_pytest()
+
+VOCAB, LENGTH, BATCH = 16, 10, 3
+
+
+class MixerConformance:
+    """Subclass with `config_class`, `mixer_class` (or None) and `tiny_config` (fields of a tiny model; hidden size,
+    layers, vocabulary and labels are set here). `preset_name`: the name presets know the architecture by
+    (default: its registry name); `atol`: the tolerance of the equality checks."""
+
+    config_class: type = None
+    mixer_class: type | tuple | None = None
+    tiny_config: dict = {}
+    preset_name: str | None = None
+    atol: float = 1e-5
+
+    @pytest.fixture(scope="class", autouse=True)
+    @classmethod
+    def architecture(cls):
+        """The registry entry of the architecture under test (registered for the class when `mixer_class` is set)."""
+        from ..registry import find_architecture
+        from . import registered
+
+        if cls.mixer_class is None:
+            yield find_architecture(cls.config_class.model_type)
+            return
+        with registered(cls.config_class, cls.mixer_class) as entry:
+            yield entry
+
+    # ------------------------------------------------------------------ helpers
+    def config(self, **overrides):
+        values = {"vocab_size": VOCAB, "hidden_size": 16, "num_hidden_layers": 2, "num_labels": 3}
+        return AutoConfig.for_model(self.config_class.model_type, **{**values, **self.tiny_config, **overrides})
+
+    def build(self, entry, auto_name: str, seed: int = 0, **overrides):
+        if overrides.get("bidirectional") is False and not self.config_class.has_causal_form:
+            pytest.skip(f"{self.config_class.__name__} has no causal form")
+        torch.manual_seed(seed)
+        return auto_class(auto_name).from_config(self.config(**overrides)).eval()
+
+    @staticmethod
+    def inputs(seed: int = 0, length: int = LENGTH, pad_last: int = 0) -> dict:
+        generator = torch.Generator().manual_seed(seed)
+        ids = torch.randint(4, VOCAB, (BATCH, length), generator=generator)
+        mask = torch.ones(BATCH, length, dtype=torch.long)
+        if pad_last:
+            mask[-1, length - pad_last :] = 0
+        return {"input_ids": ids.masked_fill(mask == 0, 0), "attention_mask": mask}
+
+    # ------------------------------------------------------------------ the checks
+    def test_heads_build_through_auto_classes(self, architecture):
+        for auto_name in architecture.classes:
+            causal = auto_name == "AutoModelForCausalLM"
+            model = self.build(architecture, auto_name, **({"bidirectional": False} if causal else {}))
+            assert type(model) is architecture.classes[auto_name], (
+                f"heads build through the Auto classes: {auto_name} built {type(model).__name__}"
+            )
+            inputs = self.inputs(pad_last=2)
+            if auto_name == "AutoModelForRetrieval":
+                inputs = {"input_ids": inputs["input_ids"], "input_ids_2": inputs["input_ids"].flip(1)}
+            with torch.no_grad():
+                out = model(**inputs)[0]
+            assert torch.isfinite(out).all(), f"heads build through the Auto classes: {auto_name} gives non-finite"
+
+    def test_causal_mode_never_sees_the_future(self, architecture):
+        model = self.build(architecture, "AutoModel", bidirectional=False)
+        inputs, cut = self.inputs(), LENGTH // 2
+        changed = {**inputs, "input_ids": inputs["input_ids"].clone()}
+        changed["input_ids"][:, cut:] = (changed["input_ids"][:, cut:] + 1 - 4) % (VOCAB - 4) + 4
+        with torch.no_grad():
+            before, after = (model(**x).last_hidden_state[:, :cut] for x in (inputs, changed))
+        diff = (before - after).abs().max().item()
+        assert diff <= self.atol, f"causal mode sees the future: positions >= {cut} changed outputs before it by {diff}"
+
+    def test_bidirectional_mode_sees_the_future(self, architecture):
+        model = self.build(architecture, "AutoModel", bidirectional=True)
+        inputs, cut = self.inputs(), LENGTH // 2
+        changed = {**inputs, "input_ids": inputs["input_ids"].clone()}
+        changed["input_ids"][:, cut:] = (changed["input_ids"][:, cut:] + 1 - 4) % (VOCAB - 4) + 4
+        with torch.no_grad():
+            before, after = (model(**x).last_hidden_state[:, :cut] for x in (inputs, changed))
+        diff = (before - after).abs().max().item()
+        assert diff > self.atol, (
+            f"bidirectional mode sees the future: positions >= {cut} left the outputs before it unchanged"
+        )
+
+    @pytest.mark.parametrize("pooling", ["mean", "last", "max"])
+    def test_padding_does_not_change_pooled_outputs(self, architecture, pooling):
+        model = self.build(architecture, "AutoModelForSequenceClassification", pooling=pooling)
+        inputs = self.inputs(pad_last=3)
+        padded = {key: torch.cat([value, torch.zeros_like(value)[:, :4]], 1) for key, value in inputs.items()}
+        padded["input_ids"][:, LENGTH:] = 5  # any token: padding must not be read
+        with torch.no_grad():
+            diff = (model(**inputs).logits - model(**padded).logits).abs().max().item()
+        assert diff <= 1e-4, f"padding does not change pooled outputs: 4 more padded positions changed them by {diff}"
+
+    def test_step_equals_forward(self, architecture):
+        model = self.build(architecture, "AutoModel", bidirectional=False)
+        if not any(hasattr(block.mixer, "step") for layer in model.layers for block in layer.blocks):
+            pytest.skip("the mixer has no recurrent step (init_state/step)")
+        inputs = self.inputs()
+        with torch.no_grad():
+            parallel = model(**inputs).last_hidden_state
+            recurrent = model(**inputs, use_cache=True).last_hidden_state
+        diff = (parallel - recurrent).abs().max().item()
+        assert diff <= 1e-4, f"step equals forward: the recurrent steps differ from the parallel pass by {diff}"
+
+    def test_save_load_identical_outputs(self, architecture, tmp_path):
+        model = self.build(architecture, "AutoModelForSequenceClassification")
+        model.save_pretrained(tmp_path)
+        loaded = auto_class("AutoModelForSequenceClassification").from_pretrained(tmp_path).eval()
+        inputs = self.inputs(pad_last=2)
+        with torch.no_grad():
+            same = torch.equal(model(**inputs).logits, loaded(**inputs).logits)
+        assert same, "save -> load gives identical outputs: the reloaded model's outputs differ"
+
+    def test_remote_code_loads_without_spt_hf(self, architecture, tmp_path):
+        from .remote import load_in_a_bare_process
+
+        model = self.build(architecture, "AutoModelForSequenceClassification")
+        model.save_pretrained(tmp_path / "ckpt")
+        inputs = self.inputs(pad_last=2)
+        with torch.no_grad():
+            expected = model(**inputs).logits
+        plugin = self.config_class.__module__.split(".")[0]
+        blocked = [] if plugin == "spt_hf" else [plugin]
+        logits, _ = load_in_a_bare_process(tmp_path / "ckpt", inputs, tmp_path / "work", blocked=blocked)
+        diff = (logits - expected).abs().max().item()
+        assert diff <= self.atol, f"remote-code load without spt_hf: outputs differ by {diff}"
+
+    def test_bf16_autocast_gradients_finite(self, architecture):
+        model = self.build(architecture, "AutoModelForMaskedLM").train()
+        inputs = self.inputs(pad_last=2)
+        labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
+        masked = inputs["input_ids"].masked_fill(torch.rand(inputs["input_ids"].shape) < 0.5, 1)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(input_ids=masked, attention_mask=inputs["attention_mask"], labels=labels).loss
+        loss.backward()
+        bad = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
+        assert math.isfinite(loss.item()) and not bad, f"bf16 autocast gradients are finite: not for {bad[:3]}"
+
+    def recipes(self, architecture, tmp_path):
+        from ..training import load_recipe
+        from ..training.presets import recipes_for_task
+
+        name = self.preset_name or architecture.name
+        values = recipes_for_task("digits", {"input_kind": "tokens"}, [name], "tiny", max_steps=5)
+        spt, finetune = (values[f"digits-{name}-{phase}.yaml"] for phase in ("spt", "finetune"))
+        folder = str(tmp_path / "run")
+        return load_recipe(None, {**spt, "output_dir": folder}), load_recipe(None, {**finetune, "output_dir": folder})
+
+    def test_estimate_counts_flops(self, architecture, tmp_path):
+        from ..training.estimate import estimate_phase
+
+        estimate = estimate_phase(self.recipes(architecture, tmp_path)[0], "spt", max_measure_length=64)
+        assert estimate.flops_per_example > 0, "estimate counts FLOPs: it counted none for the SPT step"
+
+    @pytest.mark.slow
+    def test_spt_and_finetune_through_the_pipeline(self, architecture, tmp_path):
+        from ..training.pipeline import run
+
+        summary = run(*self.recipes(architecture, tmp_path))
+        phases = summary["phases"]
+        assert phases["finetune"]["init"]["kind"] == "spt", "5-step SPT and finetune: finetuning did not start from SPT"
+        for phase in ("spt", "finetune"):
+            loss = phases[phase]["metrics"]["test"].get("test_loss", float("nan"))
+            assert math.isfinite(loss), f"5-step SPT and finetune: the {phase} test loss is {loss}"
+
+
+def auto_class(auto_name: str):
+    """The Auto class `auto_name` (transformers', or spt_hf's AutoModelForRetrieval)."""
+    import transformers
+
+    from ..auto import AutoModelForRetrieval
+
+    return AutoModelForRetrieval if auto_name == "AutoModelForRetrieval" else getattr(transformers, auto_name)

@@ -1,0 +1,58 @@
+"""Throwaway mixers for the plugin tests: one that keeps the contract, and ones that break one property each."""
+
+import torch
+from torch import nn
+
+from spt_hf.modeling.configuration_sequence import SequenceModelConfig
+from spt_hf.modeling.mixer import SequenceMixer
+
+
+class ToyConfig(SequenceModelConfig):
+    """A running-sum mixer's config (the plugin tests' own architecture)."""
+
+    model_type = "toy_running_sum"
+    max_position_embeddings: int = 1024
+    decay: float = 0.5
+
+
+class ToyMixer(SequenceMixer):
+    """y_t = W Σ_{s<=t} decay^(t-s) x_s (causal), plus the same sum from the right when bidirectional."""
+
+    def __init__(self, config: ToyConfig, layer_idx: int | None = None):
+        super().__init__(config, layer_idx)
+        self.proj = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def scan(self, x: torch.Tensor) -> torch.Tensor:
+        """The decayed running sum over positions of (B, L, H)."""
+        length = x.shape[1]
+        exponents = torch.arange(length, device=x.device)
+        decays = self.config.decay ** (exponents[:, None] - exponents[None, :]).clamp(min=0).to(x.dtype)
+        weights = torch.tril(decays)  # (L, L): weights[t, s] for s <= t
+        return torch.einsum("ts,bsh->bth", weights, x)
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs):
+        out = self.scan(hidden_states)
+        if not self.is_causal:
+            out = out + self.scan(hidden_states.flip(1)).flip(1)
+        return self.proj(out)
+
+    def init_state(self, batch_size, device=None, dtype=None):
+        return torch.zeros(batch_size, self.hidden_size, device=device, dtype=dtype or torch.float32)
+
+    def step(self, hidden_state, state, attention_mask=None, **kwargs):
+        state = self.config.decay * state + hidden_state
+        return self.proj(state), state
+
+
+class PeekingMixer(ToyMixer):
+    """Broken: in causal mode it also reads the next position."""
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs):
+        return super().forward(hidden_states) + torch.roll(hidden_states, -1, dims=1)
+
+
+class PaddingPoolingMixer(ToyMixer):
+    """Broken: adds the mean over every position, padding included (so more padding changes real outputs)."""
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs):
+        return super().forward(hidden_states) + hidden_states.mean(1, keepdim=True)
