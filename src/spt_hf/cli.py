@@ -28,7 +28,7 @@ from pathlib import Path
 from . import register_auto_classes
 from .commands import compare, demo, estimate, generate_data, inspect, push, recipes, report, train
 from .commands.options import DeclaredOnUse
-from .phases import PHASE_COMMANDS
+from .phases import PHASE_COMMANDS, end_with_parent
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 USER_ERRORS = (
@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if rest and not getattr(args, "takes_overrides", False):
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     debug = args.debug or os.environ.get("SPT_HF_DEBUG", "").lower() in ("1", "true", "yes")
+    end_with_parent()  # a phase that a launcher started ends with it
     try:
         register_auto_classes()  # deferred by the package in the command's own process, so that --help is quick
         return args.handler(args, rest) or 0

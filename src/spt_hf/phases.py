@@ -95,3 +95,28 @@ def refuse_ignored_max_steps(total_steps: int | None, overrides: dict, source: s
             "Pass --total_steps N, or --total_steps null (`spt-hf compare`: --budget equal) to give each phase "
             "--max_steps."
         )
+
+
+# A launcher sets this in a phase's environment; the phase's own `spt-hf` process then asks the kernel for SIGTERM
+# when its parent dies (a killed Ray worker or submitit task), so that no orphaned phase keeps its folder's lock. The
+# phase does it itself: a `preexec_fn` would run Python between fork and exec in the launcher's threaded process,
+# which can crash the child.
+END_WITH_PARENT = "SPT_HF_END_WITH_PARENT"
+
+
+def end_with_parent() -> None:
+    """In a phase process started by a launcher (``END_WITH_PARENT`` set, Linux): receive SIGTERM when the parent
+    dies, and stop at once if it already has (the process was handed to init before the request took effect)."""
+    import os
+    import sys
+
+    if os.environ.pop(END_WITH_PARENT, None) != "1" or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import ctypes.util
+    import signal
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() == 1:
+        raise SystemExit("spt-hf: the process that started this phase has ended; not starting the phase.")

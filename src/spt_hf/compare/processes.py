@@ -24,6 +24,8 @@ from pathlib import Path
 
 import yaml
 
+from ..phases import END_WITH_PARENT
+
 
 @dataclass(frozen=True)
 class PhaseProcesses:
@@ -159,7 +161,8 @@ def execute_phase(
     `on_start` is given the phase's process once it runs, in a process group of its own: the caller forwards
     interrupts to it (the local launcher on Ctrl-C), and a terminal's Ctrl-C reaches the phase once, through it."""
     group = {"process_group": 0} if on_start is not None else {}
-    with start_phase(command, log, environment, cwd=cwd, preexec_fn=_end_with_parent(), **group) as process:
+    environment = {**(environment or {}), END_WITH_PARENT: "1"}  # the phase ends with this process (phases.py)
+    with start_phase(command, log, environment, cwd=cwd, **group) as process:
         if on_start is not None:
             on_start(process)
         try:
@@ -167,21 +170,6 @@ def execute_phase(
         except BaseException:  # as subprocess.run: a caller interrupted while it waits leaves no phase running
             process.kill()
             raise
-
-
-def _end_with_parent() -> Callable[[], None] | None:
-    """On Linux, a function that makes the phase's process receive SIGTERM when the process that started it dies
-    (a killed Ray worker or submitit task), so that no orphaned phase keeps the phase folder's lock."""
-    import ctypes
-    import ctypes.util
-    import signal
-
-    if not sys.platform.startswith("linux"):
-        return None
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    set_parent_death_signal = 1  # PR_SET_PDEATHSIG
-
-    return lambda: libc.prctl(set_parent_death_signal, signal.SIGTERM)
 
 
 def require_package(module: str, launcher: str):

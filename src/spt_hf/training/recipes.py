@@ -326,9 +326,16 @@ def model_config_fields(values: dict) -> set[str]:
     import spt_hf  # noqa: F401  (registers the spt_hf model types)
 
     if model_type not in CONFIG_MAPPING:
-        from ..registry import find_architecture
+        from ..registry import ENTRY_POINT_GROUP, find_architecture, installed_plugins
 
-        find_architecture(model_type)  # an installed plugin's (loaded here), or one line naming what is known
+        try:
+            find_architecture(model_type)  # an installed plugin's, loaded here
+        except ValueError:
+            plugins = ", ".join(sorted(installed_plugins())) or "none"
+            raise ValueError(
+                f"Unknown `model_type` {model_type!r}; spt_hf provides {sorted(SPT_MODEL_TYPES)}, installed plugins: "
+                f"{plugins} (a plugin's package declares the entry point group {ENTRY_POINT_GROUP})."
+            ) from None
     config_cls = CONFIG_MAPPING[model_type]
     return {f.name for f in dataclasses.fields(config_cls)} - {"model_type"}
 
