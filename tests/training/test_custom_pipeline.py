@@ -123,3 +123,25 @@ def test_inputs_repeated_across_the_sources_splits_are_not_an_spt_leak(monkeypat
     summary = run(load_recipe(tmp_path / "spt.yaml"), load_recipe(tmp_path / "finetune.yaml"))
     assert summary["phases"]["finetune"]["init"]["kind"] == "spt"
     assert get_task_spec("custom", **options).task_card["leakage"]["duplicates"]["train/test"] == 3
+
+
+def test_spt_then_finetune_on_class_folders_of_binary_files(tmp_path):
+    pytest.importorskip("spt_hf.data.custom.sources", reason="the custom task's source readers are not installed")
+    for label, base in (("low", 40), ("high", 80)):
+        (tmp_path / "music" / label).mkdir(parents=True)
+        for i in range(20):
+            events = bytes(b for j in range(1 + i % 4) for b in (0, 0x90, base + (i + j) % 7, 64))
+            (tmp_path / "music" / label / f"{i}.mid").write_bytes(b"MThd\x00\x00\x00\x06\x00\x00\x00\x01MTrk" + events)
+    options = {"data_dir": str(tmp_path / "music")}
+    common = {"task": "custom", "task_options": options, **TINY, "output_dir": str(tmp_path / "run")}
+    (tmp_path / "spt.yaml").write_text(json.dumps({**common, "objective": "masked"}))
+    (tmp_path / "finetune.yaml").write_text(json.dumps(common))
+    summary = run(load_recipe(tmp_path / "spt.yaml"), load_recipe(tmp_path / "finetune.yaml"))
+    assert summary["phases"]["finetune"]["init"]["kind"] == "spt"
+    config = json.loads(next((tmp_path / "run" / "finetune").rglob("config.json")).read_text())
+    assert config["vocab_size"] == 260 and config["id2label"] == {"0": "high", "1": "low"}
+    from transformers import AutoTokenizer
+
+    data = (tmp_path / "music" / "low" / "3.mid").read_bytes()
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "run" / "finetune")
+    assert tokenizer("MThd")["input_ids"][:4] == [b + 4 for b in data[:4]]  # ids = bytes + 4 (docs/own-data.md)

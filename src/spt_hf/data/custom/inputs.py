@@ -2,11 +2,12 @@
 
 Text becomes symbols by ``tokenizer``: ``bytes`` (UTF-8 bytes, the fixed 256-symbol vocabulary), ``chars`` (one
 symbol per character, the default for text), ``alphabet`` (the characters of the ``alphabet`` option, others unknown),
-``whitespace`` (whitespace-separated words) or ``ids`` (integers, as a list or between spaces). The vocabulary keeps
-the symbols seen at least ``min_frequency`` times in train. Series are lists of numbers (one channel), lists of lists
-in ``(L, C)`` (``steps_first``) or ``(C, L)`` (``channels_first``) layout, several sequence columns (one channel
-each), or several number columns (one step each). ``missing`` says what a NaN, ``None`` or ``?`` becomes: an error
-(default), ``zero``, or ``ffill`` (the channel's previous value; 0 before the first).
+``whitespace`` (whitespace-separated words) or ``ids`` (integers, as a list or between spaces). Binary inputs (a
+``datasets.Value("binary")`` column, e.g. class folders of MIDI files) take ``bytes`` only, their default. The
+vocabulary keeps the symbols seen at least ``min_frequency`` times in train. Series are lists of numbers (one
+channel), lists of lists in ``(L, C)`` (``steps_first``) or ``(C, L)`` (``channels_first``) layout, several sequence
+columns (one channel each), or several number columns (one step each). ``missing`` says what a NaN, ``None`` or
+``?`` becomes: an error (default), ``zero``, or ``ffill`` (the channel's previous value; 0 before the first).
 """
 
 from __future__ import annotations
@@ -31,7 +32,18 @@ LAYOUTS = ("auto", "steps_first", "channels_first")
 MISSING = ("error", "zero", "ffill")
 NORMALIZATIONS = ("train", "per_series")
 NUMBERS = ("int", "uint", "float")
-INPUT_COLUMNS = ("text", "sequence", "input_values", "series", "values", "input_ids", "sentence", "seq", "signal")
+INPUT_COLUMNS = (
+    "text",
+    "sequence",
+    "input_values",
+    "series",
+    "values",
+    "input_ids",
+    "sentence",
+    "seq",
+    "signal",
+    "binary",
+)
 
 
 def iter_rows(ds: datasets.Dataset, rows: np.ndarray | None, columns: list[str]) -> Iterator[tuple[int, dict]]:
@@ -189,6 +201,12 @@ def detect_plan(train: datasets.Dataset, columns: tuple[str, ...], options: dict
     tokenizer = options.get("tokenizer")
     if tokenizer is not None and tokenizer not in TOKENIZERS:
         raise ValueError(f"tokenizer={tokenizer!r}; allowed: {list(TOKENIZERS)}")
+    if isinstance(sample, bytes):
+        if tokenizer not in (None, "bytes") or len(columns) > 1:
+            raise ValueError(
+                f"{where}: input column {columns[0]!r} holds binary data; use one input column and tokenizer: bytes"
+            )
+        return _token_plan(train, columns[:1], "bytes", options)
     is_text = isinstance(sample, str) and len(columns) == 1 and _floats_or_none(sample) is None
     if tokenizer is not None or is_text or (isinstance(sample, list) and sample and isinstance(sample[0], str)):
         if len(columns) > 1:
