@@ -140,8 +140,12 @@ def test_spt_then_finetune_on_class_folders_of_binary_files(tmp_path):
     assert summary["phases"]["finetune"]["init"]["kind"] == "spt"
     config = json.loads(next((tmp_path / "run" / "finetune").rglob("config.json")).read_text())
     assert config["vocab_size"] == 260 and config["id2label"] == {"0": "high", "1": "low"}
-    from transformers import AutoTokenizer
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     data = (tmp_path / "music" / "low" / "3.mid").read_bytes()
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "run" / "finetune")
     assert tokenizer("MThd")["input_ids"][:4] == [b + 4 for b in data[:4]]  # ids = bytes + 4 (docs/own-data.md)
+    model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "run" / "finetune", trust_remote_code=True)
+    label = model.config.id2label[int(model(input_ids=torch.tensor([[b + 4 for b in data]])).logits.argmax(-1))]
+    assert label in ("high", "low")
