@@ -149,3 +149,28 @@ def test_spt_then_finetune_on_class_folders_of_binary_files(tmp_path):
     model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "run" / "finetune", trust_remote_code=True)
     label = model.config.id2label[int(model(input_ids=torch.tensor([[b + 4 for b in data]])).logits.argmax(-1))]
     assert label in ("high", "low")
+
+
+def test_an_existing_tokenizer_reaches_the_checkpoint_and_the_pipeline(monkeypatch, tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast, pipeline
+
+    splits = text_splits(48, 16)
+    backend = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    backend.train_from_iterator(
+        splits["train"]["text"], trainers.WordPieceTrainer(vocab_size=50, special_tokens=["[UNK]"])
+    )
+    PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]").save_pretrained(tmp_path / "wp")
+    options = {**use_source(monkeypatch, tmp_path, splits), "tokenizer": str(tmp_path / "wp")}
+    common = {"task": "custom", "task_options": options, **TINY, "output_dir": str(tmp_path / "run")}
+    (tmp_path / "spt.yaml").write_text(json.dumps({**common, "objective": "masked"}))
+    (tmp_path / "finetune.yaml").write_text(json.dumps(common))
+    run(load_recipe(tmp_path / "spt.yaml"), load_recipe(tmp_path / "finetune.yaml"))
+    saved = tmp_path / "run" / "finetune"
+    original = AutoTokenizer.from_pretrained(tmp_path / "wp")
+    text = splits["test"]["text"][0]
+    shifted = [i + 4 for i in original(text, add_special_tokens=False)["input_ids"]]
+    assert AutoTokenizer.from_pretrained(saved)(text)["input_ids"] == shifted
+    assert json.loads((saved / "config.json").read_text())["vocab_size"] == len(original) + 4
+    assert pipeline("text-classification", model=str(saved))([text])[0]["label"] in ("neg", "pos")
