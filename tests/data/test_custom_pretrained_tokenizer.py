@@ -80,3 +80,23 @@ def test_a_byte_level_bpe_tokenizer_round_trips_through_the_saved_tokenizer(monk
     for raw in ["abababab12", "cdcd é ü 😀 <s>"]:
         assert saved(raw, truncation=True)["input_ids"] == encode_text(spec, raw)
         assert saved.decode(saved(raw)["input_ids"]) == raw
+
+
+def test_unigram_tokenizers_are_refused_and_clashing_special_names_save_no_tokenizer(monkeypatch, tmp_path, caplog):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    splits = text_splits()
+    unigram = Tokenizer(models.Unigram())
+    unigram.pre_tokenizer = pre_tokenizers.Whitespace()
+    unigram.train_from_iterator(splits["train"]["text"], trainers.UnigramTrainer(vocab_size=30, unk_token="<u>"))
+    PreTrainedTokenizerFast(tokenizer_object=unigram).save_pretrained(tmp_path / "uni")
+    options = use_source(monkeypatch, tmp_path, splits)
+    with pytest.raises(ValueError, match=r"a Unigram model; spt_hf takes fast tokenizers of"):
+        get_task_spec("custom", **options, tokenizer=str(tmp_path / "uni"))
+    wordlevel = Tokenizer(models.WordLevel({"<unk>": 0, "abab": 1}, unk_token="<unk>"))
+    wordlevel.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=wordlevel, unk_token="<unk>").save_pretrained(tmp_path / "wl")
+    spec = get_task_spec("custom", **options, tokenizer=str(tmp_path / "wl"), max_length=8)
+    assert len(spec.vocab) == 6 and encode_text(spec, "abab cdcd") == [5, 4]
+    assert save_preprocessing(spec, tmp_path / "saved") == ["task_card.json"] and "carry no tokenizer" in caplog.text
