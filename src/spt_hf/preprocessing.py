@@ -17,6 +17,11 @@ How each tokenization maps raw text to the vocabulary's symbols (``TOKENIZATIONS
 - ``whitespace``: the text split on whitespace.
 - ``listops``: LRA's rule: parentheses dropped, then split on whitespace.
 
+A custom task whose ``tokenizer`` names an existing Hugging Face tokenizer (``pretrained_tokenizer``) gets that
+tokenizer rebuilt from its ``tokenizer.json`` with every id shifted by the four special ids (its id ``i`` is ours
+``i + 4``, ours ``<pad> <mask> <eos> <unk>`` at 0-3), its own special tokens kept as content, neither added nor
+matched in raw text, so it gives the task's ids on raw text.
+
 Symbols outside the vocabulary become ``<unk>``; special-token text inside raw inputs (``"<pad>"``) is read as
 ordinary text, never as the special token.
 """
@@ -29,6 +34,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .data.custom.inputs import load_pretrained, pretrained_ids
 from .data.spec import TaskSpec
 from .data.vocab import BYTE_VOCAB, EOS_ID, NUM_SPECIAL_TOKENS, SPECIAL_TOKENS, tokenize_listops
 
@@ -56,11 +62,16 @@ def encode_text(spec: TaskSpec, text: str) -> list[int]:
     """The ids the task gives raw ``text``: ``strip_patterns`` deleted, its symbols in the vocabulary (unknown ones
     ``<unk>``), truncated to ``max_length`` counting the end token (on the task's side), then the end token when the
     task appends it."""
-    _require_tokens(spec)
+    pretrained = pretrained_tokenizer(spec)
+    if pretrained is None:
+        _require_tokens(spec)
     keep = spec.max_length - 1 if spec.append_eos else spec.max_length
     for pattern in strip_patterns(spec):
         text = re.sub(pattern, "", text, flags=re.MULTILINE)
-    ids = spec.vocab.encode(symbols_of(spec.tokenization, text), unknown_ok=True)
+    if pretrained is not None:
+        ids = [i + NUM_SPECIAL_TOKENS for i in pretrained_ids(pretrained, text)]
+    else:
+        ids = spec.vocab.encode(symbols_of(spec.tokenization, text), unknown_ok=True)
     ids = ids[-keep:] if truncation_side(spec) == "left" and len(ids) > keep else ids[:keep]
     return ids + [EOS_ID] if spec.append_eos else ids
 
@@ -71,6 +82,30 @@ def _require_tokens(spec: TaskSpec) -> None:
             f"task {spec.name!r} has no text tokenization (input_kind={spec.input_kind!r}); a tokenizer needs a "
             "token task with `tokenization` set (bytes, chars, whitespace or listops)"
         )
+
+
+def pretrained_tokenizer(spec: TaskSpec) -> str | None:
+    """The existing Hugging Face tokenizer a custom task's inputs go through, else None."""
+    return getattr(spec, "pretrained_tokenizer", None)
+
+
+def _shifted_backend(spec: TaskSpec):
+    """The `tokenizers.Tokenizer` of an existing tokenizer with its ids shifted by 4 and ours at 0-3 (module doc)."""
+    from tokenizers import Regex, Tokenizer, normalizers
+
+    data = json.loads(load_pretrained(pretrained_tokenizer(spec)).backend_tokenizer.to_str())
+    model = data["model"]
+    model["vocab"] = {
+        **{token: i for i, token in enumerate(SPECIAL_TOKENS)},
+        **{token: i + NUM_SPECIAL_TOKENS for token, i in model["vocab"].items()},
+    }
+    data["added_tokens"] = [{**t, "id": t["id"] + NUM_SPECIAL_TOKENS} for t in data.get("added_tokens") or ()]
+    data.update(post_processor=None, truncation=None, padding=None)
+    backend = Tokenizer.from_str(json.dumps(data))
+    rules = [normalizers.Replace(Regex(pattern), "") for pattern in strip_patterns(spec)]
+    if rules:
+        backend.normalizer = normalizers.Sequence([*rules, *([backend.normalizer] if backend.normalizer else [])])
+    return backend
 
 
 def truncation_side(spec: TaskSpec) -> str:
@@ -123,9 +158,10 @@ def build_tokenizer(spec: TaskSpec):
     ``truncation=True``; ``model_max_length`` is the task's ``max_length``)."""
     from transformers import PreTrainedTokenizerFast
 
-    _require_tokens(spec)
+    if pretrained_tokenizer(spec) is None:
+        _require_tokens(spec)
     return PreTrainedTokenizerFast(
-        tokenizer_object=_backend(spec),
+        tokenizer_object=_shifted_backend(spec) if pretrained_tokenizer(spec) else _backend(spec),
         pad_token=_PAD,
         mask_token=_MASK,
         eos_token=_EOS,
@@ -176,7 +212,7 @@ def processing_class(spec: TaskSpec):
     if spec.input_kind == "continuous":
         return build_feature_extractor(spec)
     own_symbols = len(spec.vocab) == NUM_SPECIAL_TOKENS + len(spec.vocab.symbols)  # not a backbone tokenizer's ids
-    if spec.tokenization is None or not own_symbols:
+    if pretrained_tokenizer(spec) is None and (spec.tokenization is None or not own_symbols):
         return None
     clash = sorted(set(SPECIAL_TOKENS) & set(spec.vocab.symbols))
     if clash:  # the data's own "<unk>" symbol and the special token cannot share one name in a tokenizer file

@@ -357,7 +357,7 @@ def test_class_folders_text_and_series(tmp_path: Path, cache: Path) -> None:
     with pytest.raises(DataFormatError, match=r"up/y.csv: not a rectangle of numbers"):
         read_source({"data_dir": str(tmp_path / "s")}, cache)
     (tmp_path / "s" / "up" / "bad.bin").write_bytes(b"\xff\xfe")
-    with pytest.raises(ValueError, match=r"class folders mix series \(.npy, .csv\) and text files"):
+    with pytest.raises(ValueError, match=r"class folders mix series \(.npy, .csv\) and other files"):
         read_source({"data_dir": str(tmp_path / "s")}, cache)
 
 

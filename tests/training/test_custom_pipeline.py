@@ -123,3 +123,54 @@ def test_inputs_repeated_across_the_sources_splits_are_not_an_spt_leak(monkeypat
     summary = run(load_recipe(tmp_path / "spt.yaml"), load_recipe(tmp_path / "finetune.yaml"))
     assert summary["phases"]["finetune"]["init"]["kind"] == "spt"
     assert get_task_spec("custom", **options).task_card["leakage"]["duplicates"]["train/test"] == 3
+
+
+def test_spt_then_finetune_on_class_folders_of_binary_files(tmp_path):
+    pytest.importorskip("spt_hf.data.custom.sources", reason="the custom task's source readers are not installed")
+    for label, base in (("low", 40), ("high", 80)):
+        (tmp_path / "music" / label).mkdir(parents=True)
+        for i in range(20):
+            events = bytes(b for j in range(1 + i % 4) for b in (0, 0x90, base + (i + j) % 7, 64))
+            (tmp_path / "music" / label / f"{i}.mid").write_bytes(b"MThd\x00\x00\x00\x06\x00\x00\x00\x01MTrk" + events)
+    options = {"data_dir": str(tmp_path / "music")}
+    common = {"task": "custom", "task_options": options, **TINY, "output_dir": str(tmp_path / "run")}
+    (tmp_path / "spt.yaml").write_text(json.dumps({**common, "objective": "masked"}))
+    (tmp_path / "finetune.yaml").write_text(json.dumps(common))
+    summary = run(load_recipe(tmp_path / "spt.yaml"), load_recipe(tmp_path / "finetune.yaml"))
+    assert summary["phases"]["finetune"]["init"]["kind"] == "spt"
+    config = json.loads(next((tmp_path / "run" / "finetune").rglob("config.json")).read_text())
+    assert config["vocab_size"] == 260 and config["id2label"] == {"0": "high", "1": "low"}
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    data = (tmp_path / "music" / "low" / "3.mid").read_bytes()
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "run" / "finetune")
+    assert tokenizer("MThd")["input_ids"][:4] == [b + 4 for b in data[:4]]  # ids = bytes + 4 (docs/own-data.md)
+    model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "run" / "finetune", trust_remote_code=True)
+    label = model.config.id2label[int(model(input_ids=torch.tensor([[b + 4 for b in data]])).logits.argmax(-1))]
+    assert label in ("high", "low")
+
+
+def test_an_existing_tokenizer_reaches_the_checkpoint_and_the_pipeline(monkeypatch, tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast, pipeline
+
+    splits = text_splits(48, 16)
+    backend = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    backend.train_from_iterator(
+        splits["train"]["text"], trainers.WordPieceTrainer(vocab_size=50, special_tokens=["[UNK]"])
+    )
+    PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]").save_pretrained(tmp_path / "wp")
+    options = {**use_source(monkeypatch, tmp_path, splits), "tokenizer": str(tmp_path / "wp")}
+    common = {"task": "custom", "task_options": options, **TINY, "output_dir": str(tmp_path / "run")}
+    (tmp_path / "spt.yaml").write_text(json.dumps({**common, "objective": "masked"}))
+    (tmp_path / "finetune.yaml").write_text(json.dumps(common))
+    run(load_recipe(tmp_path / "spt.yaml"), load_recipe(tmp_path / "finetune.yaml"))
+    saved = tmp_path / "run" / "finetune"
+    original = AutoTokenizer.from_pretrained(tmp_path / "wp")
+    text = splits["test"]["text"][0]
+    shifted = [i + 4 for i in original(text, add_special_tokens=False)["input_ids"]]
+    assert AutoTokenizer.from_pretrained(saved)(text)["input_ids"] == shifted
+    assert json.loads((saved / "config.json").read_text())["vocab_size"] == len(original) + 4
+    assert pipeline("text-classification", model=str(saved))([text])[0]["label"] in ("neg", "pos")

@@ -8,9 +8,11 @@
    :func:`.sources.split_of`), in one format; else split folders of data files (``train/part-0.parquet``...).
 4. Class folders ``[split/]<label>/<file>``: each file is one example, its folder name the label. A ``.npy`` file
    (``(L,)`` or ``(L, C)``) or a ``.csv`` file (one time step per line, channels separated by ``,``, an optional
-   header line) is a series, stored ``(L, C)`` in ``input_values``; any other file is UTF-8 text (``text``). The
-   class names, in natural order (``"2" < "10"``), go in the ``LabelHint``. When every top-level folder is a split
-   name (``train/``, ``test/``...), those are the splits; otherwise all is ``train``.
+   header line) is a series, stored ``(L, C)`` in ``input_values``; when any other file holds a NUL byte in its
+   first 8000 bytes (git's test; MIDI, images, archives...), every file is read as raw bytes (``binary``, tokenized
+   with ``tokenizer: bytes``); else each is UTF-8 text (``text``). The class names, in natural order
+   (``"2" < "10"``), go in the ``LabelHint``. When every top-level folder is a split name (``train/``, ``test/``...),
+   those are the splits; otherwise all is ``train``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from . import readers, sources
 from .raw import LabelHint, RawSource
 
 SERIES_SUFFIXES = (".npy", ".csv")
+SNIFF_BYTES = 8000  # a file with a NUL byte among its first SNIFF_BYTES bytes is binary (git's heuristic)
 
 LOOKED_FOR = (
     "a save_to_disk folder (dataset_dict.json or state.json), a <name>_TRAIN.ts/<name>_TEST.ts pair, "
@@ -119,8 +122,9 @@ def read_class_folders(root: Path, cache_dir: Path | None) -> RawSource:
     all_files = [f for split in layout.values() for files in split.values() for f in files]
     series = {f.suffix.lower() in SERIES_SUFFIXES for f in all_files}
     if len(series) > 1:
-        raise ValueError(f"custom task: {root}: class folders mix series (.npy, .csv) and text files; use one kind")
+        raise ValueError(f"custom task: {root}: class folders mix series (.npy, .csv) and other files; use one kind")
     is_series = series.pop()
+    kind = "series" if is_series else ("binary" if any(map(is_binary, all_files)) else "text")
     names = tuple(sorted({label for split in layout.values() for label in split}, key=natural_key))
     out = {}
     for split, classes in layout.items():
@@ -130,7 +134,8 @@ def read_class_folders(root: Path, cache_dir: Path | None) -> RawSource:
         if is_series:
             features = readers.series_features(channels, datasets.Value("string"))
         else:
-            features = datasets.Features({"text": datasets.Value("string"), "label": datasets.Value("string")})
+            column = datasets.Value("binary") if kind == "binary" else datasets.Value("string")
+            features = datasets.Features({kind: column, "label": datasets.Value("string")})
         features["file"] = datasets.Value("string")
         out[split] = readers.generate(
             _gen_class_files,
@@ -139,12 +144,21 @@ def read_class_folders(root: Path, cache_dir: Path | None) -> RawSource:
             cache_dir,
             listing=listing,
             root=str(root),
-            is_series=is_series,
+            kind=kind,
             channels=channels,
         )
     hint = LabelHint(readers.CLASSIFICATION, names, f"class folders in {root.name} (natural order)", "label")
-    info = readers.SERIES_INFO if is_series else {"text": "one file's UTF-8 text per example"}
+    info = readers.SERIES_INFO if is_series else {kind: FILE_INFO[kind]}
     return RawSource(out, "class_folders", tuple(all_files), f"{root.name}/<label>/<file>", hint, columns_info=info)
+
+
+FILE_INFO = {"text": "one file's UTF-8 text per example", "binary": "one file's raw bytes per example"}
+
+
+def is_binary(path: Path) -> bool:
+    """Whether ``path`` holds a NUL byte in its first :data:`SNIFF_BYTES` bytes (then it is not text)."""
+    with open(path, "rb") as f:
+        return b"\0" in f.read(SNIFF_BYTES)
 
 
 def load_series(path: Path) -> np.ndarray:
@@ -175,12 +189,12 @@ def _all_numbers(line: str) -> bool:
     return True
 
 
-def _gen_class_files(paths: str, stamp: str, listing: str, root: str, is_series: bool, channels: int) -> Iterator[dict]:
+def _gen_class_files(paths: str, stamp: str, listing: str, root: str, kind: str, channels: int) -> Iterator[dict]:
     for line in listing.split("\n"):
         label, _, name = line.partition("\t")
         path = Path(name)
         rel = str(path.relative_to(root))
-        if is_series:
+        if kind == "series":
             values = load_series(path)
             if values.shape[1] != channels:
                 raise DataFormatError(
@@ -189,6 +203,11 @@ def _gen_class_files(paths: str, stamp: str, listing: str, root: str, is_series:
             yield {"input_values": values, "label": label, "file": rel}
             continue
         data = path.read_bytes()
+        if kind == "binary":
+            if not data:
+                raise DataFormatError(f"{path}: the file is empty; remove it or give it content")
+            yield {"binary": data, "label": label, "file": rel}
+            continue
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as err:

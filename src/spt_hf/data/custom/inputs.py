@@ -2,11 +2,17 @@
 
 Text becomes symbols by ``tokenizer``: ``bytes`` (UTF-8 bytes, the fixed 256-symbol vocabulary), ``chars`` (one
 symbol per character, the default for text), ``alphabet`` (the characters of the ``alphabet`` option, others unknown),
-``whitespace`` (whitespace-separated words) or ``ids`` (integers, as a list or between spaces). The vocabulary keeps
-the symbols seen at least ``min_frequency`` times in train. Series are lists of numbers (one channel), lists of lists
-in ``(L, C)`` (``steps_first``) or ``(C, L)`` (``channels_first``) layout, several sequence columns (one channel
-each), or several number columns (one step each). ``missing`` says what a NaN, ``None`` or ``?`` becomes: an error
-(default), ``zero``, or ``ffill`` (the channel's previous value; 0 before the first).
+``whitespace`` (whitespace-separated words) or ``ids`` (integers, as a list or between spaces). Binary inputs (a
+``datasets.Value("binary")`` column, e.g. class folders of MIDI files) take ``bytes`` only, their default. The
+vocabulary keeps the symbols seen at least ``min_frequency`` times in train. Series are lists of numbers (one
+channel), lists of lists in ``(L, C)`` (``steps_first``) or ``(C, L)`` (``channels_first``) layout, several sequence
+columns (one channel each), or several number columns (one step each). ``missing`` says what a NaN, ``None`` or
+``?`` becomes: an error (default), ``zero``, or ``ffill`` (the channel's previous value; 0 before the first).
+
+``tokenizer`` may also name an existing Hugging Face tokenizer (a ``save_pretrained`` folder, or a name in the local
+cache; nothing is downloaded): its ids, shifted by the four special ids (its id ``i`` is ours ``i + 4``), its
+vocabulary whole (nothing is fitted), its own special tokens neither added nor matched in the text. WordPiece, BPE
+and WordLevel models are taken.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from ..spec import DataFormatError
 from ..vocab import BYTE_VOCAB, NUM_SPECIAL_TOKENS, UNK_ID
 
 TOKENIZERS = ("bytes", "chars", "alphabet", "whitespace", "ids")
+PRETRAINED_MODELS = ("WordPiece", "BPE", "WordLevel")  # models of existing tokenizers whose ids the saved one shifts
 # the spec's tokenization (spec.TOKENIZATIONS) of each tokenizer: an alphabet is characters, ids are whitespace symbols
 TOKENIZATION = {"bytes": "bytes", "chars": "chars", "alphabet": "chars", "whitespace": "whitespace"}
 TOKENIZATION["ids"] = "whitespace"
@@ -31,7 +38,18 @@ LAYOUTS = ("auto", "steps_first", "channels_first")
 MISSING = ("error", "zero", "ffill")
 NORMALIZATIONS = ("train", "per_series")
 NUMBERS = ("int", "uint", "float")
-INPUT_COLUMNS = ("text", "sequence", "input_values", "series", "values", "input_ids", "sentence", "seq", "signal")
+INPUT_COLUMNS = (
+    "text",
+    "sequence",
+    "input_values",
+    "series",
+    "values",
+    "input_ids",
+    "sentence",
+    "seq",
+    "signal",
+    "binary",
+)
 
 
 def iter_rows(ds: datasets.Dataset, rows: np.ndarray | None, columns: list[str]) -> Iterator[tuple[int, dict]]:
@@ -85,9 +103,13 @@ class InputPlan:
             raise DataFormatError(f"{where}: empty input in column {self.columns[0]!r}; drop the row or fill it in")
         return value
 
-    def tokens(self, row: dict, where: str) -> list[str] | str | bytes:
-        """The symbols of a token row (bytes for the ``bytes`` tokenizer)."""
+    def tokens(self, row: dict, where: str) -> list[str] | list[int] | str | bytes:
+        """The symbols of a token row (bytes for the ``bytes`` tokenizer, a pretrained tokenizer's own ids)."""
         value = self.text(row, where)
+        if self.tokenizer not in TOKENIZERS:
+            if not isinstance(value, str):
+                raise DataFormatError(f"{where}: tokenizer {self.tokenizer!r} reads text, got {type(value).__name__}")
+            return pretrained_ids(self.tokenizer, value)
         if self.tokenizer == "bytes":
             return value.encode("utf-8") if isinstance(value, str) else bytes(value)
         if isinstance(value, list):
@@ -140,7 +162,7 @@ class InputPlan:
         cut = slice(-max_length, None) if truncation == "left" else slice(0, max_length)
         if self.kind == "tokens":
             tokens = self.tokens(row, where)[cut]
-            if self.tokenizer == "bytes":
+            if self.tokenizer == "bytes" or self.tokenizer not in TOKENIZERS:  # bytes, or a pretrained tokenizer's ids
                 return {"input_ids": [b + NUM_SPECIAL_TOKENS for b in tokens]}
             ids = self._ids
             return {"input_ids": [ids.get(t, UNK_ID) for t in tokens]}
@@ -188,13 +210,51 @@ def detect_plan(train: datasets.Dataset, columns: tuple[str, ...], options: dict
     sample = first[columns[0]]
     tokenizer = options.get("tokenizer")
     if tokenizer is not None and tokenizer not in TOKENIZERS:
-        raise ValueError(f"tokenizer={tokenizer!r}; allowed: {list(TOKENIZERS)}")
+        load_pretrained(tokenizer)  # the name of an existing Hugging Face tokenizer, or a one-line error
+    if isinstance(sample, bytes):
+        if tokenizer not in (None, "bytes") or len(columns) > 1:
+            raise ValueError(
+                f"{where}: input column {columns[0]!r} holds binary data; use one input column and tokenizer: bytes"
+            )
+        return _token_plan(train, columns[:1], "bytes", options)
     is_text = isinstance(sample, str) and len(columns) == 1 and _floats_or_none(sample) is None
     if tokenizer is not None or is_text or (isinstance(sample, list) and sample and isinstance(sample[0], str)):
         if len(columns) > 1:
             raise ValueError(f"token inputs read one column, got input_columns {list(columns)}; give one")
         return _token_plan(train, columns, tokenizer or ("chars" if isinstance(sample, str) else "whitespace"), options)
     return _series_plan(train, columns, sample, options, where)
+
+
+_PRETRAINED: dict[str, Any] = {}
+
+
+def load_pretrained(name: str) -> Any:
+    """The existing Hugging Face tokenizer ``name`` (a folder or a cached name; offline), loaded once per process;
+    a one-line error when it cannot be loaded or its model is not WordPiece, BPE or WordLevel."""
+    if name in _PRETRAINED:
+        return _PRETRAINED[name]
+    from transformers import AutoTokenizer
+
+    try:
+        loaded = AutoTokenizer.from_pretrained(name, local_files_only=True)
+    except Exception as err:  # noqa: BLE001  # any failure to load is the user's to fix; say which, in one line
+        raise ValueError(
+            f"tokenizer={name!r} is none of {list(TOKENIZERS)} nor a Hugging Face tokenizer folder or a name in the "
+            f"local cache ({type(err).__name__}); give a save_pretrained folder or one of those"
+        ) from None
+    model = getattr(getattr(loaded, "backend_tokenizer", None), "model", None)
+    if type(model).__name__ not in PRETRAINED_MODELS:
+        raise ValueError(
+            f"tokenizer {name!r}: a {type(model).__name__} model; spt_hf takes fast tokenizers of {PRETRAINED_MODELS}"
+        )
+    _PRETRAINED[name] = loaded
+    return loaded
+
+
+def pretrained_ids(name: str, text: str) -> list[int]:
+    """The existing tokenizer ``name``'s own ids of ``text``: no special tokens added, special-token text in the
+    input read as ordinary text (as every spt_hf tokenizer reads it)."""
+    return load_pretrained(name)(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
 
 
 def _floats_or_none(text: str) -> float | None:
@@ -210,6 +270,11 @@ def _token_plan(train: datasets.Dataset, columns: tuple[str, ...], tokenizer: st
     plan = InputPlan(columns, "tokens", tokenizer, strip_patterns=strip)
     if tokenizer == "bytes":
         return InputPlan(columns, "tokens", tokenizer, BYTE_VOCAB.symbols, strip)
+    if tokenizer not in TOKENIZERS:
+        original = load_pretrained(tokenizer)
+        return InputPlan(
+            columns, "tokens", tokenizer, tuple(original.convert_ids_to_tokens(range(len(original)))), strip
+        )
     if tokenizer == "alphabet":
         alphabet = options.get("alphabet")
         if not alphabet:

@@ -42,6 +42,8 @@ class SplitStats:
 
 
 def _digest(value: Any) -> bytes:
+    if isinstance(value, bytes):
+        return hashlib.blake2b(value, digest_size=16).digest()
     data = value.tobytes() if isinstance(value, np.ndarray) else str(value).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(data, digest_size=16).digest()
 

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from ..spec import Normalization, RawSplits, Source, TaskSpec
 from ..vocab import BYTE_VOCAB, Vocabulary
 from .infer import infer, read_from, views, where_of
-from .inputs import TOKENIZATION, InputPlan, iter_rows
+from .inputs import TOKENIZATION, TOKENIZERS, InputPlan, iter_rows
 from .labels import LabelPlan
 from .raw import RawSource
 from .sources import SOURCE_KEYS, read_source
@@ -208,8 +208,12 @@ class CustomTask(TaskSpec):
         kind = inputs["kind"]
         if kind == "tokens":
             tokenizer = inputs["tokenizer"]
-            vocab = BYTE_VOCAB if tokenizer == "bytes" else Vocabulary(inputs["symbols"], f"custom-{tokenizer}")
-            kind_fields = {"vocab": vocab, "tokenization": TOKENIZATION[tokenizer]}
+            if tokenizer not in TOKENIZERS:  # an existing Hugging Face tokenizer: its vocabulary, ids shifted by 4
+                vocab, tokenization = Vocabulary(inputs["symbols"], "custom-pretrained"), None
+            else:
+                vocab = BYTE_VOCAB if tokenizer == "bytes" else Vocabulary(inputs["symbols"], f"custom-{tokenizer}")
+                tokenization = TOKENIZATION[tokenizer]
+            kind_fields = {"vocab": vocab, "tokenization": tokenization}
         else:
             mean, std = found["normalization"]
             kind_fields = {
@@ -236,6 +240,11 @@ class CustomTask(TaskSpec):
     def task_card(self) -> dict[str, Any]:
         """The task card (JSON-able): source, columns, problem type and evidence, classes, lengths, leakage."""
         return self.inference["card"]
+
+    @property
+    def pretrained_tokenizer(self) -> str | None:
+        """The existing Hugging Face tokenizer the inputs go through (``tokenizer: <folder or name>``), else None."""
+        return self.tokenizer if self.input_kind == "tokens" and self.tokenizer not in (None, *TOKENIZERS) else None
 
     def options(self) -> dict[str, Any]:
         return {**super().options(), "inference": self.inference.get("key")}
