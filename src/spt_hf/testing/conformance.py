@@ -88,24 +88,22 @@ class MixerConformance:
                 out = model(**inputs)[0]
             assert torch.isfinite(out).all(), f"heads build through the Auto classes: {auto_name} gives non-finite"
 
-    def test_causal_mode_never_sees_the_future(self, architecture):
-        model = self.build(architecture, "AutoModel", bidirectional=False)
+    def future_change(self, architecture, bidirectional: bool) -> tuple[int, float]:
+        """(cut, how much the outputs before position `cut` move when every token from `cut` on changes)."""
+        model = self.build(architecture, "AutoModel", bidirectional=bidirectional)
         inputs, cut = self.inputs(), LENGTH // 2
         changed = {**inputs, "input_ids": inputs["input_ids"].clone()}
         changed["input_ids"][:, cut:] = (changed["input_ids"][:, cut:] + 1 - 4) % (VOCAB - 4) + 4
         with torch.no_grad():
             before, after = (model(**x).last_hidden_state[:, :cut] for x in (inputs, changed))
-        diff = (before - after).abs().max().item()
+        return cut, (before - after).abs().max().item()
+
+    def test_causal_mode_never_sees_the_future(self, architecture):
+        cut, diff = self.future_change(architecture, bidirectional=False)
         assert diff <= self.atol, f"causal mode sees the future: positions >= {cut} changed outputs before it by {diff}"
 
     def test_bidirectional_mode_sees_the_future(self, architecture):
-        model = self.build(architecture, "AutoModel", bidirectional=True)
-        inputs, cut = self.inputs(), LENGTH // 2
-        changed = {**inputs, "input_ids": inputs["input_ids"].clone()}
-        changed["input_ids"][:, cut:] = (changed["input_ids"][:, cut:] + 1 - 4) % (VOCAB - 4) + 4
-        with torch.no_grad():
-            before, after = (model(**x).last_hidden_state[:, :cut] for x in (inputs, changed))
-        diff = (before - after).abs().max().item()
+        cut, diff = self.future_change(architecture, bidirectional=True)
         assert diff > self.atol, (
             f"bidirectional mode sees the future: positions >= {cut} left the outputs before it unchanged"
         )
