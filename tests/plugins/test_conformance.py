@@ -55,10 +55,11 @@ class PaddingConfig(ToyConfig):
         (PaddingConfig, PaddingPoolingMixer, "test_padding_does_not_change_pooled_outputs", "padding does not change"),
     ],
 )
-def test_a_broken_mixer_fails_the_check_naming_its_property(config_cls, mixer, check, message):
+@pytest.mark.parametrize("input_kind", ["tokens", "continuous"])
+def test_a_broken_mixer_fails_the_check_naming_its_property(config_cls, mixer, check, message, input_kind):
     from spt_hf.testing import registered
 
     kit = type("Broken", (MixerConformance,), {"config_class": config_cls, "mixer_class": mixer})()
-    arguments = {"pooling": "mean"} if "padding" in check else {}
+    arguments = {"pooling": "mean", "input_kind": input_kind} if "padding" in check else {"input_kind": input_kind}
     with registered(config_cls, mixer) as entry, pytest.raises(AssertionError, match=message):
         getattr(kit, check)(entry, **arguments)

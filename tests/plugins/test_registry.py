@@ -23,7 +23,7 @@ def test_registration_builds_every_head_through_the_auto_classes(toy):
         model = auto.from_config(config)
         assert type(model).__name__.startswith("Toy") and type(model) is toy.classes[auto.__name__]
     causal = AutoModelForCausalLM.from_config(ToyConfig(vocab_size=11, hidden_size=8, bidirectional=False))
-    out = causal.generate(torch.tensor([[3, 4]]), max_new_tokens=2, do_sample=False)
+    out = causal.generate(torch.tensor([[3, 4]]), max_new_tokens=2, min_new_tokens=2, do_sample=False)
     assert out.shape == (1, 4)
     assert toy.config_cls.model_type in MODEL_TYPES and spt_hf.ToyModel is toy.classes["AutoModel"]
     assert find_architecture("toy") is toy is REGISTRY["toy_running_sum"]

@@ -5,8 +5,10 @@
         mixer_class = LRUMixer      # None: already registered (spt_hf's own, or an installed plugin's entry point)
         tiny_config = {"state_size": 8}
 
-Every test's failure message starts with the property it checks ("causal mode sees the future: ..."). The pipeline
-test (5 SPT + 5 finetuning steps on digits) is marked `slow`; the rest take seconds on a CPU.
+Every test's failure message starts with the property it checks ("causal mode sees the future: ..."). The checks
+where the input matters run for both input kinds (`INPUT_KINDS`: token ids, and continuous values of `CHANNELS`
+channels with a padding mask). The pipeline test (5 SPT + 5 finetuning steps on digits) is marked `slow`; the rest
+take seconds on a CPU.
 """
 
 import importlib
@@ -26,7 +28,9 @@ def require_pytest():
 
 pytest = require_pytest()
 
-VOCAB, LENGTH, BATCH = 16, 10, 3
+VOCAB, LENGTH, BATCH, CHANNELS = 16, 10, 3, 3
+INPUT_KINDS = ("tokens", "continuous")
+by_input_kind = pytest.mark.parametrize("input_kind", INPUT_KINDS)
 
 
 class MixerConformance:
@@ -54,53 +58,79 @@ class MixerConformance:
             yield entry
 
     # ------------------------------------------------------------------ helpers
-    def config(self, **overrides):
-        values = {"vocab_size": VOCAB, "hidden_size": 16, "num_hidden_layers": 2, "num_labels": 3}
+    def config(self, input_kind: str = "tokens", **overrides):
+        """A tiny config of `input_kind` (token ids: `vocab_size`; continuous values: `num_channels`)."""
+        if input_kind == "tokens":
+            kind = {"vocab_size": VOCAB}
+        else:
+            kind = {"vocab_size": None, "num_channels": CHANNELS, "tie_word_embeddings": False}
+        values = {**kind, "hidden_size": 16, "num_hidden_layers": 2, "num_labels": 3}
         return AutoConfig.for_model(self.config_class.model_type, **{**values, **self.tiny_config, **overrides})
 
-    def build(self, entry, auto_name: str, seed: int = 0, **overrides):
+    def build(self, entry, auto_name: str, seed: int = 0, input_kind: str = "tokens", **overrides):
         if overrides.get("bidirectional") is False and not self.config_class.has_causal_form:
             pytest.skip(f"{self.config_class.__name__} has no causal form")
         torch.manual_seed(seed)
-        return auto_class(auto_name).from_config(self.config(**overrides)).eval()
+        return auto_class(auto_name).from_config(self.config(input_kind, **overrides)).eval()
 
     @staticmethod
-    def inputs(seed: int = 0, length: int = LENGTH, pad_last: int = 0) -> dict:
+    def inputs(seed: int = 0, length: int = LENGTH, pad_last: int = 0, input_kind: str = "tokens") -> dict:
+        """A batch of `input_kind` (`input_ids` or `input_values`, zero at padding) with its `attention_mask`; the
+        last example's final `pad_last` positions are padding."""
         generator = torch.Generator().manual_seed(seed)
-        ids = torch.randint(4, VOCAB, (BATCH, length), generator=generator)
         mask = torch.ones(BATCH, length, dtype=torch.long)
         if pad_last:
             mask[-1, length - pad_last :] = 0
-        return {"input_ids": ids.masked_fill(mask == 0, 0), "attention_mask": mask}
+        if input_kind == "tokens":
+            ids = torch.randint(4, VOCAB, (BATCH, length), generator=generator)
+            return {"input_ids": ids.masked_fill(mask == 0, 0), "attention_mask": mask}
+        values = torch.randn(BATCH, length, CHANNELS, generator=generator)
+        return {"input_values": values * mask.unsqueeze(-1), "attention_mask": mask}
+
+    @staticmethod
+    def main_input(inputs: dict) -> str:
+        return "input_ids" if "input_ids" in inputs else "input_values"
 
     # ------------------------------------------------------------------ the checks
-    def test_heads_build_through_auto_classes(self, architecture):
+    @by_input_kind
+    def test_heads_build_through_auto_classes(self, architecture, input_kind):
         for auto_name in architecture.classes:
             causal = auto_name == "AutoModelForCausalLM"
-            model = self.build(architecture, auto_name, **({"bidirectional": False} if causal else {}))
+            extra = {"bidirectional": False} if causal else {}
+            model = self.build(architecture, auto_name, input_kind=input_kind, **extra)
             assert type(model) is architecture.classes[auto_name], (
                 f"heads build through the Auto classes: {auto_name} built {type(model).__name__}"
             )
-            inputs = self.inputs(pad_last=2)
+            inputs = self.inputs(pad_last=2, input_kind=input_kind)
             if auto_name == "AutoModelForRetrieval":
-                inputs = {"input_ids": inputs["input_ids"], "input_ids_2": inputs["input_ids"].flip(1)}
+                name = self.main_input(inputs)
+                inputs = {name: inputs[name], f"{name}_2": inputs[name].flip(1)}
             with torch.no_grad():
                 out = model(**inputs)[0]
-            assert torch.isfinite(out).all(), f"heads build through the Auto classes: {auto_name} gives non-finite"
+            assert torch.isfinite(out).all(), (
+                f"heads build through the Auto classes: {auto_name} gives non-finite outputs for {input_kind} inputs"
+            )
 
-    def future_change(self, architecture, bidirectional: bool) -> tuple[int, float]:
-        """(cut, how much the outputs before position `cut` move when every token from `cut` on changes)."""
-        model = self.build(architecture, "AutoModel", bidirectional=bidirectional)
-        inputs, cut = self.inputs(), LENGTH // 2
-        changed = {**inputs, "input_ids": inputs["input_ids"].clone()}
-        changed["input_ids"][:, cut:] = (changed["input_ids"][:, cut:] + 1 - 4) % (VOCAB - 4) + 4
+    def future_change(self, architecture, bidirectional: bool, input_kind: str = "tokens") -> tuple[int, float]:
+        """(cut, how much the outputs before position `cut` move when every input from `cut` on changes)."""
+        model = self.build(architecture, "AutoModel", bidirectional=bidirectional, input_kind=input_kind)
+        inputs, cut = self.inputs(input_kind=input_kind), LENGTH // 2
+        name = self.main_input(inputs)
+        changed = {**inputs, name: inputs[name].clone()}
+        if input_kind == "tokens":
+            changed[name][:, cut:] = (changed[name][:, cut:] + 1 - 4) % (VOCAB - 4) + 4
+        else:
+            changed[name][:, cut:] += 1.0
         with torch.no_grad():
             before, after = (model(**x).last_hidden_state[:, :cut] for x in (inputs, changed))
         return cut, (before - after).abs().max().item()
 
-    def test_causal_mode_never_sees_the_future(self, architecture):
-        cut, diff = self.future_change(architecture, bidirectional=False)
-        assert diff <= self.atol, f"causal mode sees the future: positions >= {cut} changed outputs before it by {diff}"
+    @by_input_kind
+    def test_causal_mode_never_sees_the_future(self, architecture, input_kind):
+        cut, diff = self.future_change(architecture, bidirectional=False, input_kind=input_kind)
+        assert diff <= self.atol, (
+            f"causal mode sees the future: {input_kind} inputs at positions >= {cut} changed earlier outputs by {diff}"
+        )
 
     def test_bidirectional_mode_sees_the_future(self, architecture):
         cut, diff = self.future_change(architecture, bidirectional=True)
@@ -108,15 +138,18 @@ class MixerConformance:
             f"bidirectional mode sees the future: positions >= {cut} left the outputs before it unchanged"
         )
 
+    @by_input_kind
     @pytest.mark.parametrize("pooling", ["mean", "last", "max"])
-    def test_padding_does_not_change_pooled_outputs(self, architecture, pooling):
-        model = self.build(architecture, "AutoModelForSequenceClassification", pooling=pooling)
-        inputs = self.inputs(pad_last=3)
+    def test_padding_does_not_change_pooled_outputs(self, architecture, pooling, input_kind):
+        model = self.build(architecture, "AutoModelForSequenceClassification", pooling=pooling, input_kind=input_kind)
+        inputs = self.inputs(pad_last=3, input_kind=input_kind)
         padded = {key: torch.cat([value, torch.zeros_like(value)[:, :4]], 1) for key, value in inputs.items()}
-        padded["input_ids"][:, LENGTH:] = 5  # any token: padding must not be read
+        padded[self.main_input(inputs)][:, LENGTH:] = 5  # any value: padding must not be read
         with torch.no_grad():
             diff = (model(**inputs).logits - model(**padded).logits).abs().max().item()
-        assert diff <= 1e-4, f"padding does not change pooled outputs: 4 more padded positions changed them by {diff}"
+        assert diff <= 1e-4, (
+            f"padding does not change pooled outputs: 4 more padded positions ({input_kind}) changed them by {diff}"
+        )
 
     def test_step_equals_forward(self, architecture):
         model = self.build(architecture, "AutoModel", bidirectional=False)
@@ -129,14 +162,15 @@ class MixerConformance:
         diff = (parallel - recurrent).abs().max().item()
         assert diff <= 1e-4, f"step equals forward: the recurrent steps differ from the parallel pass by {diff}"
 
-    def test_save_load_identical_outputs(self, architecture, tmp_path):
-        model = self.build(architecture, "AutoModelForSequenceClassification")
+    @by_input_kind
+    def test_save_load_identical_outputs(self, architecture, tmp_path, input_kind):
+        model = self.build(architecture, "AutoModelForSequenceClassification", input_kind=input_kind)
         model.save_pretrained(tmp_path)
         loaded = auto_class("AutoModelForSequenceClassification").from_pretrained(tmp_path).eval()
-        inputs = self.inputs(pad_last=2)
+        inputs = self.inputs(pad_last=2, input_kind=input_kind)
         with torch.no_grad():
             same = torch.equal(model(**inputs).logits, loaded(**inputs).logits)
-        assert same, "save -> load gives identical outputs: the reloaded model's outputs differ"
+        assert same, f"save -> load gives identical outputs: the reloaded model's outputs differ ({input_kind} inputs)"
 
     def test_remote_code_loads_without_spt_hf(self, architecture, tmp_path):
         from .remote import load_in_a_bare_process
