@@ -2,7 +2,7 @@
 mixer that breaks a property fails the kit's test that names it."""
 
 import pytest
-from toy_mixers import PaddingPoolingMixer, PeekingMixer, ToyConfig, ToyMixer
+from toy_mixers import OpaqueMixer, PaddingPoolingMixer, PeekingMixer, ToyConfig, ToyMixer
 
 from spt_hf.modeling.configuration_dlr import DLRConfig
 from spt_hf.modeling.configuration_rotary_transformer import RotaryTransformerConfig
@@ -46,6 +46,21 @@ class PeekingConfig(ToyConfig):
 
 class PaddingConfig(ToyConfig):
     model_type = "toy_padding_pooling"
+
+
+class OpaqueConfig(ToyConfig):
+    model_type = "toy_opaque"
+
+
+def test_a_mixer_whose_work_escapes_the_flop_counter_fails_the_estimate_check(tmp_path):
+    from spt_hf.testing import registered
+
+    kit = type("Opaque", (MixerConformance,), {"config_class": OpaqueConfig, "mixer_class": OpaqueMixer})()
+    with (
+        registered(OpaqueConfig, OpaqueMixer) as entry,
+        pytest.raises(AssertionError, match="counts the mixer's FLOPs"),
+    ):
+        kit.test_estimate_counts_flops(entry, tmp_path)
 
 
 @pytest.mark.parametrize(

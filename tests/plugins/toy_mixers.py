@@ -56,3 +56,34 @@ class PaddingPoolingMixer(ToyMixer):
 
     def forward(self, hidden_states, attention_mask=None, **kwargs):
         return super().forward(hidden_states) + hidden_states.mean(1, keepdim=True)
+
+
+@torch.library.custom_op("toy_plugin::opaque_scan", mutates_args=())
+def opaque_scan(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """A running sum times `weight`, as one operator torch's FLOP counter has no formula for."""
+    return x.cumsum(1) @ weight
+
+
+@torch.library.custom_op("toy_plugin::opaque_scan_backward", mutates_args=())
+def opaque_scan_backward(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> list[torch.Tensor]:
+    """The gradients of `opaque_scan` (input, weight), as one operator the counter has no formula for either."""
+    grad_x = (grad @ weight.T).flip(1).cumsum(1).flip(1)
+    return [grad_x, x.cumsum(1).flatten(0, 1).T @ grad.flatten(0, 1)]
+
+
+def _opaque_scan_backward(ctx, grad):
+    return tuple(opaque_scan_backward(grad, *ctx.saved_tensors))
+
+
+def _opaque_scan_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+opaque_scan.register_autograd(_opaque_scan_backward, setup_context=_opaque_scan_context)
+
+
+class OpaqueMixer(ToyMixer):
+    """Broken: its work (a causal running sum and a projection) runs in a custom operator that escapes the counter."""
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs):
+        return opaque_scan(hidden_states, self.proj.weight.T)

@@ -15,6 +15,7 @@ import importlib
 import math
 
 import torch
+from torch import nn
 from transformers import AutoConfig
 
 
@@ -207,9 +208,29 @@ class MixerConformance:
         folder = str(tmp_path / "run")
         return load_recipe(None, {**spt, "output_dir": folder}), load_recipe(None, {**finetune, "output_dir": folder})
 
+    def counted_flops(self, architecture, identity_mixers: bool = False) -> int:
+        """FLOPs of one training step (forward and backward) of the tiny model under spt_hf's counter (the one the
+        estimate and the recorded compute use), optionally with every mixer replaced by the identity."""
+        from ..training.flops import flop_counter
+
+        model = self.build(architecture, "AutoModel").train()
+        if identity_mixers:
+            for block in [
+                module for module in model.modules() if isinstance(getattr(module, "mixer", None), nn.Module)
+            ]:
+                block.mixer = IdentityMixer()
+        with flop_counter() as counter:
+            model(**self.inputs(pad_last=2)).last_hidden_state.float().square().mean().backward()
+        return counter.get_total_flops()
+
     def test_estimate_counts_flops(self, architecture, tmp_path):
         from ..training.estimate import estimate_phase
 
+        with_mixers, without = self.counted_flops(architecture), self.counted_flops(architecture, identity_mixers=True)
+        assert with_mixers > without, (
+            f"estimate counts the mixer's FLOPs: a training step counts {with_mixers} with the mixers and {without} "
+            "with identities in their place; give the mixer's custom operators a FLOP formula (spt_hf.training.flops)"
+        )
         estimate = estimate_phase(self.recipes(architecture, tmp_path)[0], "spt", max_measure_length=64)
         assert estimate.flops_per_example > 0, "estimate counts FLOPs: it counted none for the SPT step"
 
@@ -223,6 +244,13 @@ class MixerConformance:
         for phase in ("spt", "finetune"):
             loss = phases[phase]["metrics"]["test"].get("test_loss", float("nan"))
             assert math.isfinite(loss), f"5-step SPT and finetune: the {phase} test loss is {loss}"
+
+
+class IdentityMixer(nn.Module):
+    """A mixer that does nothing (its output is its input): the baseline the FLOP check counts the mixers against."""
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs):
+        return hidden_states
 
 
 def auto_class(auto_name: str):
