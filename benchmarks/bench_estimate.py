@@ -3,21 +3,32 @@
 For each recipe: the estimate of its phase (`spt_hf.training.estimate`, measured at batch 1 on this device), then
 `--steps` real training steps of the same model at `--batch` (default: the recipe's per-device batch, or the largest
 that the estimate says fits `--device_memory_gb`), with the peak memory (CUDA: `torch.cuda.max_memory_allocated`;
-CPU: the growth of the process's peak RSS) and the FLOPs counted over the last step. Prints one JSON line per
-recipe and a Markdown table of measured / estimated.
+CPU: the growth of the process's peak RSS) and the FLOPs counted over the last step. `--bf16` runs the real steps
+under bf16 autocast, as a GPU user trains, and reports the achieved share of the device's dense bf16 peak
+(`--peak_device`, a `PEAK_TFLOPS_PER_S` name) beside the estimate's GPU-hour assumption (`DEFAULT_UTILISATION`).
+Prints one JSON line per recipe and a Markdown table of measured / estimated.
 
     python benchmarks/bench_estimate.py --recipes pathx/s4-spt.yaml listops/transformer-finetune.yaml
     python benchmarks/bench_estimate.py --device cpu --batch 1 --recipes cpu/digits-s4-spt.yaml
+    python benchmarks/bench_estimate.py --bf16 --peak_device H100 --recipes listops/s4-spt.yaml   # on a GPU
 """
 
 import argparse
+import contextlib
 import json
 import time
 
 import torch
 from common import status_mib
 
-from spt_hf.training.estimate import BYTES_PER_PARAMETER, GIB, estimate_phase, estimate_task
+from spt_hf.training.estimate import (
+    BYTES_PER_PARAMETER,
+    DEFAULT_UTILISATION,
+    GIB,
+    PEAK_TFLOPS_PER_S,
+    estimate_phase,
+    estimate_task,
+)
 from spt_hf.training.flops import flop_counter
 from spt_hf.training.measure import synthetic_examples
 from spt_hf.training.optim import param_groups
@@ -38,8 +49,9 @@ DEFAULT_RECIPES = [
 ]
 
 
-def real_steps(recipe, phase: str, batch: int, steps: int, device: torch.device) -> dict:
-    """`steps` optimiser steps of the phase's model at `batch`; peak memory over them, FLOPs and time of the last."""
+def real_steps(recipe, phase: str, batch: int, steps: int, device: torch.device, bf16: bool = False) -> dict:
+    """`steps` optimiser steps of the phase's model at `batch` (under bf16 autocast with `bf16`); peak memory over
+    them, FLOPs and time of the last."""
     task = estimate_task(recipe)
     model, _ = phase_model(recipe, phase, task)
     collator = phase_collator(recipe, phase, task.spec)
@@ -53,8 +65,11 @@ def real_steps(recipe, phase: str, batch: int, steps: int, device: torch.device)
     flops, seconds = 0.0, 0.0
     for _ in range(steps):
         start = time.perf_counter()
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
         with flop_counter() as counter:
-            model(**inputs).loss.backward()
+            with autocast:
+                loss = model(**inputs).loss
+            loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)  # gradients stay allocated, as in the Trainer's loop
         if device.type == "cuda":
@@ -77,7 +92,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--device_memory_gb", "--device-memory-gb", type=float, default=80.0)
     parser.add_argument("--max_measure_length", "--max-measure-length", type=int)
+    parser.add_argument("--bf16", action="store_true", help="real steps under bf16 autocast")
+    parser.add_argument("--peak_device", "--peak-device", choices=sorted(PEAK_TFLOPS_PER_S), default="H100")
     args = parser.parse_args()
+    peak = PEAK_TFLOPS_PER_S[args.peak_device]["bf16" if args.bf16 else "fp32"] * 1e12
     device = torch.device(args.device)
     rows = []
     for name in args.recipes:
@@ -90,7 +108,7 @@ def main() -> None:
             continue
         batch = args.batch or (estimate.fitting_batch() or (1, 0))[0]
         try:
-            real = real_steps(recipe, phase, batch, args.steps, device)
+            real = real_steps(recipe, phase, batch, args.steps, device, args.bf16)
         except torch.OutOfMemoryError as error:
             real = {"peak_bytes": float("nan"), "flops": float("nan"), "step_s": float("nan"), "error": str(error)}
         expected = BYTES_PER_PARAMETER * estimate.parameters + estimate.activations_at(batch)
@@ -106,19 +124,27 @@ def main() -> None:
             "measured_flops": real["flops"],
             "flops_ratio": real["flops"] / expected_flops,
             "step_s": real["step_s"],
+            "bf16": args.bf16,
+            # the achieved share of the dense peak, against the estimate's GPU-hour assumption
+            "peak_share": real["flops"] / real["step_s"] / peak,
+            "assumed_share": DEFAULT_UTILISATION,
             "extrapolated_from": list(estimate.extrapolated_from),
         }
         if "error" in real:
             row["error"] = real["error"]
         rows.append(row)
         print(json.dumps(row), flush=True)
-    print("| recipe | device | batch | est. GiB | peak GiB | memory ratio | FLOPs ratio | step s |")
-    print("|---|---|---|---|---|---|---|---|")
+    precision = "bf16" if args.bf16 else "fp32"
+    print(
+        "| recipe | device | batch | est. GiB | peak GiB | memory ratio | FLOPs ratio | step s | "
+        f"share of {precision} peak |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['recipe']} | {r['device']} | {r['batch']} | {r['estimated_bytes'] / GIB:.2f} | "
             f"{r['measured_peak_bytes'] / GIB:.2f} | {r['memory_ratio']:.2f} | {r['flops_ratio']:.3f} | "
-            f"{r['step_s']:.2f} |"
+            f"{r['step_s']:.2f} | {r['peak_share']:.3f} (assumed {r['assumed_share']}) |"
         )
 
 

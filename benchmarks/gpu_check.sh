@@ -60,10 +60,10 @@ echo "setup rc=$rc $(( $(date +%s) - start ))s: $(tail -n 1 "$OUT/setup.log" | c
 [ $rc = 0 ] || { echo "setup failed: see $OUT/setup.log"; exit 1; }
 if [ "$DRY_RUN" = 1 ]; then
   DRY=--dry_run
-  ESTIMATE=(--device cpu --batch 2 --steps 1 --recipes cpu/digits-s4-spt.yaml)
+  ESTIMATE=(--device cpu --batch 2 --steps 1 --bf16 --recipes cpu/digits-s4-spt.yaml)
 else
   DRY=
-  ESTIMATE=(--device cuda --steps 2 --recipes listops/s4-spt.yaml listops/mega-spt.yaml listops/transformer-spt.yaml
+  ESTIMATE=(--device cuda --steps 2 --bf16 --peak_device H100 --recipes listops/s4-spt.yaml listops/mega-spt.yaml listops/transformer-spt.yaml
             image/dlr-spt.yaml image/spade-finetune.yaml listops/performer-spt.yaml)
 fi
 
