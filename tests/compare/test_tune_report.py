@@ -49,8 +49,8 @@ def test_the_tuning_section_names_the_chosen_values_spread_and_cost_and_flags_an
     text, plot = tuning_section(studies, tmp_path)
     assert plot == tmp_path / "tuning.png" and plot.stat().st_size > 0
     assert "3 trials (5 steps per trial; sampler TPESampler(seed=0)" in text
-    assert "| digits/s4/scratch | 3 / 3 | learning_rate=0.002 (trial 1) | 0.5 | 0.2 / 0.4 / 0.5 |" in text
-    assert f"| digits/s4/spt | 2 / 3 {FLAG} | learning_rate=0.003 (trial 2) | 0.7 |" in text
+    assert "| digits/s4/scratch | 3 / 0 / 3 | learning_rate=0.002 (trial 1) | 0.5 | 0.2 / 0.4 / 0.5 |" in text
+    assert f"| digits/s4/spt | 2 / 0 / 3 {FLAG} | learning_rate=0.003 (trial 2) | 0.7 |" in text
     assert best_so_far(studies[0]) == [(0, 0.2), (1, 0.5), (2, 0.5)]
     spt = find_study(studies, "digits", "spt_s4", "spt")
     assert tuned_label(studies, spt) == f" (tuned, 2 trials {FLAG})"

@@ -84,6 +84,11 @@ def add_tune_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(*spellings("--tune_max_steps"), type=int, help="steps of each trial (default: the phase's)")
     parser.add_argument(
+        *spellings("--tune_pruner"),
+        metavar="PRUNER",
+        help="median: stop a trial at an evaluation below the median of its study's earlier trials (default none)",
+    )
+    parser.add_argument(
         *spellings("--tune_spt"),
         action="store_true",
         default=None,

@@ -80,6 +80,7 @@ def _tune(spec: CompareSpec, plan: Plan, dry_run: bool) -> None:
     if dry_run:
         found = searches(spec, plan.jobs)
         steps = f"{spec.tune_max_steps} steps each" if spec.tune_max_steps else "each its phase's own steps"
+        steps += "; at most: the pruner stops some early" if spec.tune_pruner != "none" else ""
         print(
             f"tune: {len(found)} studies x {spec.tune_trials} trials ({steps}): {len(found) * spec.tune_trials} "
             "trial phases before the seeded ones",

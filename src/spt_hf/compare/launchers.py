@@ -17,6 +17,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..phases import TUNE_STORAGE
 from ..training.run_folder import PhaseState
 from .processes import PhaseProcesses, execute_phase, require_package, run_in_job
 from .state import phase_finished
@@ -223,6 +224,8 @@ def run_ray(jobs, on_event: Event, options: dict, layout: PhaseProcesses | None 
         ray.init(address=options.get("address"), include_dashboard=False, log_to_driver=False)
     resources = {"num_cpus": options.get("num_cpus", 1), "num_gpus": options.get("num_gpus", 0)}
     retries = int(options.get("max_retries", 2))
+    if TUNE_STORAGE in os.environ:  # a tuning trial's phase reports to its study (a worker may run anywhere)
+        resources["runtime_env"] = {"env_vars": {TUNE_STORAGE: os.environ[TUNE_STORAGE]}}
     remote = ray.remote(**resources, max_retries=retries, retry_exceptions=[PhaseKilled])(_ray_phase)
     refs, by_ref, cwd = {}, {}, os.getcwd()
     for job in jobs:

@@ -17,6 +17,7 @@ from ..phases import BASELINE_PHASE, FINETUNE_PHASE, PHASE_COMMANDS, SPT_PHASE, 
 from ..training.arguments import SPT_ONLY_KEYS, SPT_PHASE_SWITCHES
 from ..training.pipeline import phase_budgets, refuse_ignored_max_steps
 from ..training.recipes import RECIPES_DIR, SEED_RANGE, find_recipe, load_recipe
+from ..training.tune_trial import PRUNERS
 from .processes import PhaseProcesses, phase_processes
 
 BUDGETS = ("equal", "tied")
@@ -85,6 +86,7 @@ class CompareSpec:
     tune_storage: str | None = None
     tune_max_steps: int | None = None
     tune_spt: bool = False  # each trial of the SPT arm an SPT + finetuning pair, SPT's optimiser settings searched too
+    tune_pruner: str = "none"  # `median`: stop a trial at an evaluation below its study's median (tune_trial.py)
 
     def __post_init__(self) -> None:
         if self.task_config is not None and (self.tasks or self.recipes_dir is not None):
@@ -108,8 +110,13 @@ class CompareSpec:
             raise ValueError(f"`launcher`={self.launcher!r}; expected one of {list(LAUNCHERS)}.")
         if not isinstance(self.max_parallel, int) or self.max_parallel < 1:
             raise ValueError(f"`max_parallel` must be a positive integer, got {self.max_parallel!r}.")
-        if (self.tune_spt or self.tune_space or self.tune_storage or self.tune_max_steps) and not self.tune:
-            raise ValueError("--tune_spt, --tune_space, --tune_storage and --tune_max_steps go with --tune.")
+        tuning = (self.tune_spt, self.tune_space, self.tune_storage, self.tune_max_steps, self.tune_pruner != "none")
+        if any(tuning) and not self.tune:
+            raise ValueError(
+                "--tune_spt, --tune_space, --tune_storage, --tune_max_steps and --tune_pruner go with --tune."
+            )
+        if self.tune_pruner not in PRUNERS:
+            raise ValueError(f"`tune_pruner`={self.tune_pruner!r}; expected one of {list(PRUNERS)}.")
         for key in ("tune_trials", "tune_max_steps"):
             value = getattr(self, key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):

@@ -8,8 +8,10 @@ trials inside one process and own their folders. Each round asks one trial of ev
 (a study: one (task, architecture, arm), its trials in `--tune_storage` or SQLite `<output_dir>/tuning.db`),
 launches them together, reads each finished phase's validation metric from its results.json and tells the study.
 A rerun never repeats a trial that ended; a trial left RUNNING by a killed driver is run again in its folder (its
-phase resumes from its checkpoint) and told by its number. Then the plan's seeded phases of each arm get the study's
-best trial's values; `tuning.json` records every trial for the report.
+phase resumes from its checkpoint) and told by its number. The trial phases themselves report their evaluations to
+the study as intermediate values and stop where `--tune_pruner` prunes them (training/tune_trial.py): they open the
+database at the URL the driver puts in their environment (`TUNE_STORAGE`). Then the plan's seeded phases of each arm
+get the study's best trial's values; `tuning.json` records every trial for the report.
 """
 
 import dataclasses
@@ -22,6 +24,7 @@ from ..phases import BASELINE_PHASE, FINETUNE_PHASE, SPT_PHASE
 from ..training.results import RESULTS_FILE
 from ..training.rows import TRIAL_FILE, architecture_name, test_metric
 from ..training.tune_report import PAIR_ARM, SCRATCH_ARM, SPT_ARM, SUMMARY_FILE
+from ..training.tune_trial import make_pruner
 from .plan import PhaseJob, Plan
 from .state import phase_finished
 from .tune_space import (
@@ -35,6 +38,7 @@ from .tune_space import (
     split_space,
     storage_url,
     study_name,
+    trial_environment,
 )
 
 ARM_PHASES = {SCRATCH_ARM: BASELINE_PHASE, SPT_ARM: FINETUNE_PHASE}
@@ -106,8 +110,9 @@ def trial_jobs(search: Search, number: int, params: dict, root: Path) -> list[Ph
 
 
 def open_studies(spec, found: list[Search]) -> str:
-    """Create or load each study (TPE seeded with the first seed, maximising the validation metric); return the
-    storage URL. A study another comparison folder created is refused in one line."""
+    """Create or load each study (TPE seeded with the first seed, maximising the validation metric, the pruner of
+    `--tune_pruner`); return the storage URL. A study another comparison folder created, or that ran with another
+    pruner, is refused in one line."""
     optuna = require_optuna()
     url = storage_url(spec.output_dir, spec.tune_storage)
     owner = str(Path(spec.output_dir).resolve())
@@ -115,7 +120,12 @@ def open_studies(spec, found: list[Search]) -> str:
         sampler = optuna.samplers.TPESampler(seed=spec.seeds[0])
         try:
             study = optuna.create_study(
-                storage=url, study_name=search.name, direction="maximize", sampler=sampler, load_if_exists=True
+                storage=url,
+                study_name=search.name,
+                direction="maximize",
+                sampler=sampler,
+                pruner=make_pruner(spec.tune_pruner),
+                load_if_exists=True,
             )
         except Exception as error:  # a URL SQLAlchemy cannot parse, a driver not installed, a database not reached
             why = " ".join(str(error).split("(Background on this error")[0].split())
@@ -126,10 +136,17 @@ def open_studies(spec, found: list[Search]) -> str:
         recorded = study.user_attrs.get("output_dir")
         if recorded is None:
             study.set_user_attr("output_dir", owner)
+            study.set_user_attr("pruner", spec.tune_pruner)
         elif recorded != owner:
             raise ValueError(
                 f"The study {search.name} in {shown_url(url)} belongs to the comparison in {recorded}; give this one "
                 "its own --tune_storage (or its --output_dir)."
+            )
+        pruner = study.user_attrs.get("pruner", "none")
+        if pruner != spec.tune_pruner:
+            raise ValueError(
+                f"The study {search.name} ran its trials with --tune_pruner {pruner}; rerun with --tune_pruner "
+                f"{pruner} (a study's trials share one pruner), or give this search another --output_dir."
             )
         search.study = study
     return url
@@ -159,29 +176,38 @@ def run_tuning(spec, plan: Plan, launch: Callable[[list[PhaseJob]], dict]) -> di
     root = Path(spec.output_dir)
     with DriverLock(root):
         url = open_studies(spec, found)
-        attached: set = set()
-        for round_number in range(1, 10**6):
-            batch = {}
-            for search in found:
-                slot = next_trial(search, spec.tune_trials, distributions(search.space), attached)
-                if slot is not None:
-                    batch[search.name] = (search, slot[0], trial_jobs(search, *slot, root))
-            if not batch:
-                break
-            for search, number, jobs in batch.values():
-                jobs[-1].run_dir.mkdir(parents=True, exist_ok=True)
-                record = {"study": search.name, "number": number, "params": slot_params(search, number)}
-                write_json_atomic(jobs[-1].run_dir / TRIAL_FILE, {**record, "storage": shown_url(url)})
-            print(f"tune: round {round_number}: {', '.join(f'{n} trial {b[1]}' for n, b in batch.items())}", flush=True)
-            needed = {s.spt_job.id: s.spt_job for s, *_ in batch.values() if s.arm == SPT_ARM}
-            spt_jobs = [job for job in needed.values() if not phase_finished(job, plan.launch.world_size)]
-            launch(spt_jobs + [job for *_, jobs in batch.values() for job in jobs])
-            for search, number, jobs in batch.values():
-                tell(search, number, jobs[-1])
+        with trial_environment(url):
+            run_rounds(spec, plan, launch, found, url)
         best = chosen_values(found)
         write_summary(spec, found, url, root)
     apply_best(plan.jobs, found, best)
     return best
+
+
+def run_rounds(spec, plan: Plan, launch: Callable[[list[PhaseJob]], dict], found: list[Search], url: str) -> None:
+    """Round after round, one new (or re-attached) trial of every study that needs one, launched together and told
+    once their phases end, until every study has `spec.tune_trials` trials."""
+    root = Path(spec.output_dir)
+    attached: set = set()
+    for round_number in range(1, 10**6):
+        batch = {}
+        for search in found:
+            slot = next_trial(search, spec.tune_trials, distributions(search.space), attached)
+            if slot is not None:
+                batch[search.name] = (search, slot[0], trial_jobs(search, *slot, root))
+        if not batch:
+            break
+        for search, number, jobs in batch.values():
+            jobs[-1].run_dir.mkdir(parents=True, exist_ok=True)
+            record = {"study": search.name, "number": number, "params": slot_params(search, number)}
+            record.update(phase=jobs[-1].phase, pruner=spec.tune_pruner, storage=shown_url(url))
+            write_json_atomic(jobs[-1].run_dir / TRIAL_FILE, record)
+        print(f"tune: round {round_number}: {', '.join(f'{n} trial {b[1]}' for n, b in batch.items())}", flush=True)
+        needed = {s.spt_job.id: s.spt_job for s, *_ in batch.values() if s.arm == SPT_ARM}
+        spt_jobs = [job for job in needed.values() if not phase_finished(job, plan.launch.world_size)]
+        launch(spt_jobs + [job for *_, jobs in batch.values() for job in jobs])
+        for search, number, jobs in batch.values():
+            tell(search, number, jobs[-1])
 
 
 def slot_params(search: Search, number: int) -> dict:
@@ -207,12 +233,17 @@ def apply_best(jobs: list[PhaseJob], found: list[Search], best: dict[str, dict])
 
 
 def tell(search: Search, number: int, job: PhaseJob) -> None:
-    """Tell the study trial `number`'s validation metric (the model its phase selected), or that it failed."""
+    """Tell the study trial `number`'s validation metric (the model its phase selected), that its pruner stopped it
+    (its phase's results.json says where), or that it failed."""
     optuna = require_optuna()
-    value = trial_value(job.phase_dir / RESULTS_FILE)
+    path = job.phase_dir / RESULTS_FILE
+    value = trial_value(path)
     if value is None:
         search.study.tell(number, state=optuna.trial.TrialState.FAIL)
         print(f"tune: {search.name} trial {number}: failed (no validation metric); see {job.log}", flush=True)
+    elif pruned := json.loads(path.read_text()).get("tune_pruned"):
+        search.study.tell(number, state=optuna.trial.TrialState.PRUNED)
+        print(f"tune: {search.name} trial {number}: pruned at step {pruned['step']}", flush=True)
     else:
         search.study.tell(number, value)
 
@@ -246,6 +277,8 @@ def write_summary(spec, found: list[Search], url: str, root: Path) -> Path:
             path = jobs[-1].phase_dir / RESULTS_FILE
             result = json.loads(path.read_text()) if path.is_file() else {}
             entry = {"number": trial.number, "state": trial.state.name, "params": trial.params, "value": trial.value}
+            entry["curve"] = sorted(trial.intermediate_values.items())  # [step, validation] its phase reported
+            entry["pruned_at"] = (result.get("tune_pruned") or {}).get("step")
             spent = [cost(job.phase_dir / RESULTS_FILE) for job in jobs]  # a pair: its SPT phase's cost too
             entry.update({k: None if None in (c[k] for c in spent) else sum(c[k] for c in spent) for k in spent[0]})
             entry.update(path=str(jobs[-1].phase_dir), model=architecture_name(result) if result else None)
@@ -266,6 +299,7 @@ def write_summary(spec, found: list[Search], url: str, root: Path) -> Path:
                 space=search.space,
                 storage=shown_url(url),
                 sampler=f"TPESampler(seed={spec.seeds[0]})",
+                pruner=spec.tune_pruner,
                 best=best and {k: best[k] for k in ("number", "params", "value")},
                 result_task=(ran[0].get("task_name") or ran[0].get("task")) if ran else None,
                 model=architecture_name(ran[0]) if ran else None,

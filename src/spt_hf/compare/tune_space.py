@@ -1,12 +1,16 @@
 """The search space and the study of `spt-hf compare --tune` (docs/compare.md, "Fair tuning"): the space YAML (recipe
 key -> {type, low, high, log, choices}) as Optuna distributions, the study's name and storage, and the lock that
-keeps one driver per comparison. Optuna is imported only here and in `tune.py`, when a comparison tunes."""
+keeps one driver per comparison. Optuna is imported only here, in `tune.py` and in a trial's phase
+(training/tune_trial.py), when a comparison tunes."""
 
+import contextlib
 import fcntl
 import importlib
 import math
+import os
 from pathlib import Path
 
+from ..phases import TUNE_STORAGE
 from ..training.recipes import load_yaml
 from ..training.tune_report import PAIR_ARM, SCRATCH_ARM, SPT_ARM
 from .plan import OWNED_KEYS
@@ -125,6 +129,21 @@ def shown_url(url: str) -> str:
         return importlib.import_module("sqlalchemy.engine").make_url(url).render_as_string(hide_password=True)
     except Exception:  # not a URL SQLAlchemy parses: Optuna will say so
         return url.split("@")[-1]
+
+
+@contextlib.contextmanager
+def trial_environment(url: str):
+    """The study database's URL in this process's environment while the trials run, for their phases to report
+    to (the launchers pass the environment on: local processes and Slurm jobs inherit it, Ray tasks are given it)."""
+    before = os.environ.get(TUNE_STORAGE)
+    os.environ[TUNE_STORAGE] = url
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(TUNE_STORAGE, None)
+        else:
+            os.environ[TUNE_STORAGE] = before
 
 
 class DriverLock:

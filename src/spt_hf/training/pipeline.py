@@ -56,6 +56,7 @@ from .trainer import (
     masked_accuracy_metrics,
     token_argmax,
 )
+from .tune_trial import pruned_at, trial_callbacks
 
 FINGERPRINT_FILE = "spt_fingerprint.npy"
 
@@ -198,6 +199,7 @@ def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict
     model, init = phase_model(recipe, phase, task, folder)
     greater = task.spec.problem_type != "regression"
     best = "accuracy" if greater else "r2"
+    trial = trial_callbacks(recipe.training.output_dir, phase)  # a `compare --tune` trial reports to its study
     trainer = PhaseTrainer(
         model=model,
         args=_phase_arguments(recipe, best, greater_is_better=True),
@@ -206,12 +208,15 @@ def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict
         data_collator=phase_collator(recipe, phase, task.spec),
         processing_class=processing_class(task.spec),  # saved with every checkpoint: pipeline() on raw inputs
         compute_metrics=classification_metrics(task.spec.problem_type),
-        callbacks=callbacks,
+        callbacks=[*(callbacks or []), *trial],
     )
     _announce(phase, trainer, f"{len(task.splits['train'])} training examples, init {init}")
     evaluation = {name: task.splits[name] for name in ("validation", "test")}
     results = _train_and_evaluate(trainer, recipe, task, phase, start, evaluation)
     results["init"] = {"kind": init, "model_name_or_path": recipe.model.model_name_or_path}
+    if pruned := pruned_at(trial):
+        results["tune_pruned"] = pruned
+        print(f"spt_hf: the tuning trial's pruner stopped {phase} at step {pruned['step']}.", flush=True)
     results["recipe_fingerprint"] = fingerprint
     if trainer.is_world_process_zero():
         _write_phase_results(recipe.training.output_dir, results)

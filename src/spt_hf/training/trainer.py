@@ -58,15 +58,16 @@ class SaveOnSignal(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         if args.world_size > 1:  # every process stops at the same step, whichever of them got the signal first
-            self.received = _agreed_signal(self.received, args.device)
+            self.received = agreed_max(self.received, args.device)
         if self.received is not None:
             control.should_save = True
             control.should_training_stop = True
         return control
 
 
-def _agreed_signal(received: int | None, device) -> int | None:
-    """The signal some process of a distributed phase received (a step's all-reduce of one number), else None."""
+def agreed_max(received: int | None, device) -> int | None:
+    """The largest of one number over the processes of a distributed phase (a step's all-reduce; None counts 0):
+    the signal some process received, a decision only the main process made; None when it is 0 everywhere."""
     import torch
     import torch.distributed as dist
 

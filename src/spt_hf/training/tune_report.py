@@ -37,6 +37,11 @@ def completed(study: dict) -> list[dict]:
     return [t for t in study["trials"] if t["state"] == "COMPLETE" and t["value"] is not None]
 
 
+def pruned(study: dict) -> list[dict]:
+    """The trials the study's pruner stopped early (`--tune_pruner`)."""
+    return [t for t in study["trials"] if t["state"] == "PRUNED"]
+
+
 def find_study(studies: list[dict], task: str, architecture: str, side: str) -> dict | None:
     """The study of a report row's side (matched on the trials' own task and model type)."""
     for study in studies:
@@ -86,6 +91,8 @@ def tuning_section(studies: list[dict], out: Path) -> tuple[str, Path | None]:
         return "", None
     first = max(studies, key=lambda s: len(s["space"]))  # (an SPT + finetune pair's space has the `spt.` keys too)
     budget = f"{first['max_steps']} steps per trial" if first["max_steps"] else "each trial the phase's full budget"
+    if first.get("pruner", "none") != "none":
+        budget += f", pruner {first['pruner']}: a trial below its study's median at an evaluation stopped there"
     lines = [
         "## Tuning",
         "",
@@ -99,8 +106,8 @@ def tuning_section(studies: list[dict], out: Path) -> tuple[str, Path | None]:
             else "."
         ),
         "",
-        "| study | trials (completed / run) | chosen (best trial) | best validation | validation across trials "
-        "(min / median / max) | search cost |",
+        "| study | trials (completed / pruned / run) | chosen (best trial) | best validation | validation across "
+        "trials (min / median / max) | search cost |",
         "|---|---|---|---|---|---|",
     ]
     lines += [_study_line(studies, study) for study in studies]
@@ -108,7 +115,7 @@ def tuning_section(studies: list[dict], out: Path) -> tuple[str, Path | None]:
         lines += [
             "",
             f"{FLAG} fewer completed trials than planned or than another study: these arms were not tuned "
-            "equally (a trial crashed or failed); compare them with care.",
+            "equally (a trial crashed, failed or was pruned); compare them with care.",
         ]
     return "\n".join(lines) + "\n", plot_tuning(studies, out)
 
@@ -124,7 +131,7 @@ def _study_line(studies: list[dict], study: dict) -> str:
     flag = f" {FLAG}" if unequal(studies, study) else ""
     spread = " / ".join(f"{v:.4g}" for v in np.percentile(values, [0, 50, 100])) if values else "—"
     cost = search_cost(study, _duration).removeprefix(" + search: ")
-    counts = f"{len(values)} / {len(study['trials'])}{flag}"
+    counts = f"{len(values)} / {len(pruned(study))} / {len(study['trials'])}{flag}"
     return f"| {study['name']} | {counts} | {chosen} | {best_value} | {spread} | {cost} |"
 
 
