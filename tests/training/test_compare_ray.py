@@ -3,6 +3,7 @@
 the same folder while the first one's phases run. Each ends with every phase finished once and the final models
 equal, bit for bit, to those of an uninterrupted run."""
 
+import json
 import os
 import shutil
 import signal
@@ -215,3 +216,28 @@ def test_a_second_compare_while_the_first_runs_waits_for_its_phases(cluster, ref
     assert trainings(out, "spt") == 1 and trainings(out, "finetune") == 1  # no phase trained twice
     assert_same_models(out, reference)
     print(f"second compare while the first runs: {time.monotonic() - start:.0f} s")
+
+
+def test_tuning_trials_run_as_ray_tasks_that_report_to_their_study_and_are_pruned_by_it(cluster, tmp_path):
+    """`--tune --tune_pruner median` on the Ray cluster: each trial's phase, a Ray task on a worker that the head
+    started before the driver (so it is given the study's URL, not inheriting it), reports its evaluations to the
+    study; the first trials run their budget, a pruned trial stopped at its last reported step."""
+    optuna = pytest.importorskip("optuna")
+    out = tmp_path / "cmp"
+    words = ["compare", "--tasks", "digits", "--architectures", "dlr", "--seeds", "0", "--recipes_dir", "recipes/cpu"]
+    words += ["--output_dir", str(out), "--launcher", "ray", "--ray_address", cluster, "--tune", "--tune_trials", "3"]
+    words += ["--tune_max_steps", "6", "--tune_pruner", "median", "--eval_steps", "2", "--save_steps", "2"]
+    words += ["--hidden_size", "16", "--num_hidden_layers", "1", "--per_device_eval_batch_size", "64"]
+    done = subprocess.run([sys.executable, "-m", "spt_hf", *words, "--total_steps", "8"], capture_output=True,
+                          text=True, timeout=1500)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    url = f"sqlite:///{out / 'tuning.db'}"
+    for arm, phase in (("scratch", "scratch"), ("spt", "finetune")):
+        trials = optuna.load_study(study_name=f"digits/dlr/{arm}", storage=url).trials
+        assert [t.state.name for t in trials[:2]] == ["COMPLETE", "COMPLETE"]  # the pruner's startup trials
+        for trial in trials:
+            result = (out / "digits/dlr/tune" / arm / f"trial{trial.number}" / phase / "results.json").read_text()
+            steps = json.loads(result)["budget"]["steps"]
+            assert sorted(trial.intermediate_values) == list(range(2, steps + 1, 2))  # reported by the Ray task
+            assert (trial.state.name == "PRUNED") == ("tune_pruned" in json.loads(result))
+            assert steps == 6 or trial.state.name == "PRUNED"
