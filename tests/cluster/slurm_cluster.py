@@ -1,5 +1,5 @@
 """A real single-node Slurm cluster on this host, with slurmdbd accounting on MariaDB, for the tests of
-`spt-hf compare --launcher submitit` (tests/cluster/test_slurm.py).
+`spt-hf compare --launcher submitit` (tests/cluster/test_slurm.py, test_slurm_tune.py).
 
     python tests/cluster/slurm_cluster.py start FOLDER   # installs what is missing (root + apt), prints `export ...`
     python tests/cluster/slurm_cluster.py stop FOLDER
@@ -10,6 +10,10 @@ in the foreground as a child of this process (its own session), and stopped by i
 
 Partitions: `debug` (the default, no time limit) and `short` (MaxTime=3 minutes). QOS `twojobs` allows two submitted
 jobs per user (MaxSubmitJobsPerUser=2). Accounting is enforced (associations, limits, QOS).
+
+The same MariaDB server also holds an empty database for Optuna studies (`spt-hf compare --tune --tune_storage`),
+dropped and created at each start, for user OPTUNA_USER over TCP at 127.0.0.1:DB_PORT: start() returns its SQLAlchemy
+URL as info["optuna_url"] (the script form prints it too).
 """
 
 import contextlib
@@ -29,6 +33,9 @@ CLUSTER = "spthf"
 SHORT_MAX_MIN = 3
 DB_PASSWORD = "spthf-test"
 DATABASE = "spt_hf_test_acct"  # dropped at each start: job ids restart at 1 with each cluster
+DB_PORT = 3306  # MariaDB listens on 127.0.0.1 only
+OPTUNA_DATABASE = "spt_hf_test_optuna"  # dropped at each start: every cluster's studies begin empty
+OPTUNA_USER = "spthf_optuna"
 
 
 class ClusterUnavailable(RuntimeError):
@@ -149,8 +156,22 @@ def _run(command: list[str], env: dict) -> str:
     return done.stdout
 
 
+def create_optuna_database(env: dict) -> str:
+    """Drop and create OPTUNA_DATABASE, granted to OPTUNA_USER (with DB_PASSWORD) from localhost and 127.0.0.1;
+    returns its SQLAlchemy URL over TCP (`mysql+pymysql://`, the driver of the `tune` extra)."""
+    grants = " ".join(
+        f"CREATE USER IF NOT EXISTS '{OPTUNA_USER}'@'{host}' IDENTIFIED BY '{DB_PASSWORD}'; "
+        f"GRANT ALL ON {OPTUNA_DATABASE}.* TO '{OPTUNA_USER}'@'{host}';"
+        for host in ("localhost", "127.0.0.1")
+    )
+    sql = f"DROP DATABASE IF EXISTS {OPTUNA_DATABASE}; CREATE DATABASE {OPTUNA_DATABASE}; {grants} FLUSH PRIVILEGES;"
+    _run(["mariadb", "-e", sql], env)
+    return f"mysql+pymysql://{OPTUNA_USER}:{DB_PASSWORD}@127.0.0.1:{DB_PORT}/{OPTUNA_DATABASE}"
+
+
 def start(folder: str | Path) -> dict:
-    """Bring the cluster up in `folder`; returns {"env": {...}, "pids": {...}, "seconds": bring-up time}."""
+    """Bring the cluster up in `folder`; returns {"env": {...}, "pids": {...}, "seconds": bring-up time, "folder",
+    "optuna_url": the SQLAlchemy URL of an empty database for Optuna studies on the same MariaDB server}."""
     if os.geteuid() != 0:
         raise ClusterUnavailable("starting Slurm's daemons needs root")
     ensure_packages()
@@ -177,7 +198,8 @@ def start(folder: str | Path) -> dict:
         shutil.chown(run_mysql, "mysql", "mysql")
         if not (Path("/var/lib/mysql") / "mysql").is_dir():
             _run([_which("mariadb-install-db") or "mariadb-install-db", "--user=mysql"], env)
-        spawn("mariadbd", [_which("mariadbd"), "--user=mysql", "--skip-networking=0", "--bind-address=127.0.0.1"])
+        server = ["--user=mysql", "--skip-networking=0", "--bind-address=127.0.0.1", f"--port={DB_PORT}"]
+        spawn("mariadbd", [_which("mariadbd"), *server])
         _wait("MariaDB", lambda: _ok(["mariadb", "-e", "SELECT 1"], env), 60, processes)
         _run(
             [
@@ -189,6 +211,8 @@ def start(folder: str | Path) -> dict:
             ],
             env,
         )
+
+        optuna_url = create_optuna_database(env)
 
         spawn("slurmdbd", [_which("slurmdbd"), "-D"])
         _wait("slurmdbd", lambda: _ok(["sacctmgr", "-n", "list", "cluster"], env), 60, processes)
@@ -216,6 +240,7 @@ def start(folder: str | Path) -> dict:
         "pids": {k: p.pid for k, p in processes.items()},
         "seconds": round(time.monotonic() - began, 1),
         "folder": str(folder),
+        "optuna_url": optuna_url,
     }
     (folder / "cluster.json").write_text(json.dumps(info))
     return info
@@ -264,3 +289,4 @@ if __name__ == "__main__":
         except ClusterUnavailable as error:
             sys.exit(f"slurm_cluster: {error}")
         print(f"export SLURM_CONF={info['env']['SLURM_CONF']}  # up in {info['seconds']} s, pids {info['pids']}")
+        print(f"# Optuna studies: --tune_storage {info['optuna_url']}")

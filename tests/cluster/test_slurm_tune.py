@@ -1,0 +1,137 @@
+"""`spt-hf compare --tune --launcher submitit` on a real Slurm cluster (the `slurm` fixture), its studies in the
+MariaDB server the cluster already runs for slurmdbd (`--tune_storage mysql+pymysql://...`, the fixture's
+info["optuna_url"]): every trial, the SPT phase and the seeded phases are Slurm jobs; each study holds exactly the
+trials asked for, each told the validation metric its trial job wrote into results.json; the seeded phases train
+with the best trial's values; tuning.json shows the URL without its password; a second comparison on the same
+studies is refused in one line.
+
+Each driver is `python -m spt_hf compare ...` in its own process, with a deadline: a hang fails the test."""
+
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from cluster.slurm_cluster import DB_PASSWORD, create_optuna_database
+from cluster.test_slurm import driver, finish, our_jobs, recorded_jobs, slurm_state
+from helpers import TINY_PHASE
+
+optuna = pytest.importorskip("optuna")
+pytest.importorskip("pymysql")
+
+pytestmark = [pytest.mark.slow, pytest.mark.slurm]
+
+TRIALS = 2
+ARMS = {"scratch": "scratch", "spt": "finetune"}  # arm -> the phase its trials and seeded runs train
+# Each entry: the search flags of one tuned comparison (a pruner: ("--tune_pruner", "median")).
+SEARCHES = {"tpe": ()}
+
+
+def tuned_args(out: Path, storage: str, *search: str) -> list[str]:
+    """A tuned comparison of dlr on digits, both arms, tiny phases, run as Slurm jobs, its studies in `storage`."""
+    return [
+        "compare",
+        "--tasks",
+        "digits",
+        "--architectures",
+        "dlr",
+        "--seeds",
+        "0",
+        "--recipes-dir",
+        "recipes/cpu",
+        "--output-dir",
+        str(out),
+        "--launcher",
+        "submitit",
+        "--max-parallel",
+        "2",
+        "--tune",
+        "--tune_trials",
+        str(TRIALS),
+        "--tune_max_steps",
+        "3",
+        "--tune_storage",
+        storage,
+        *search,
+        *[f"--{k}={v}" for k, v in TINY_PHASE.items()],
+    ]
+
+
+@pytest.fixture(autouse=True)
+def _no_jobs_left(slurm):
+    yield
+    left = our_jobs()
+    if left:
+        subprocess.run(["scancel", *left], check=False)
+    assert not left, f"the test left Slurm jobs queued or running: {left}"
+
+
+@pytest.fixture
+def optuna_url(slurm) -> str:
+    """The cluster's Optuna database, emptied for each test (its studies are named by task, architecture, arm)."""
+    url = create_optuna_database(dict(os.environ))
+    assert url == slurm["optuna_url"]
+    return url
+
+
+def check_studies(out: Path, url: str) -> None:
+    """Each study: trials 0..TRIALS-1, all complete, each valued with its trial job's validation metric; the
+    seeded phase trained with the best trial's learning rate."""
+    for arm, phase in ARMS.items():
+        study = optuna.load_study(study_name=f"digits/dlr/{arm}", storage=url)
+        assert [t.number for t in study.trials] == list(range(TRIALS)), arm
+        assert {t.state for t in study.trials} == {optuna.trial.TrialState.COMPLETE}, arm
+        for trial in study.trials:
+            folder = out / "digits" / "dlr" / "tune" / arm / f"trial{trial.number}"
+            named = json.loads((folder / "tune_trial.json").read_text())
+            assert (named["study"], named["number"]) == (study.study_name, trial.number)
+            result = json.loads((folder / phase / "results.json").read_text())
+            assert trial.value == result["metrics"]["validation"]["eval_accuracy"], (arm, trial.number)
+            assert result["budget"]["steps"] == 3
+        seeded = json.loads((out / "digits" / "dlr" / "full" / "seed0" / phase / "results.json").read_text())
+        assert seeded["recipe"]["training"]["learning_rate"] == pytest.approx(study.best_trial.params["learning_rate"])
+
+
+def check_slurm_jobs(out: Path) -> None:
+    """Every phase (the trials, the SPT phase, the seeded phases) ran as its own Slurm job, which completed and
+    which its phase log names."""
+    jobs = recorded_jobs(out)
+    trials = sorted(phase for phase in jobs if phase.startswith("tune/"))
+    assert trials == [f"tune/digits/dlr/{arm}/trial{k}" for arm in sorted(ARMS) for k in range(TRIALS)], jobs
+    assert len(jobs) == 2 * TRIALS + 3, jobs  # + the SPT phase, the seed's finetuning and its baseline
+    assert len({entry["job_id"] for entry in jobs.values()}) == len(jobs), jobs
+    named = {}
+    for log in out.rglob("logs/*.log"):
+        for job_id in re.findall(r"# Slurm job (\d+)", log.read_text()):
+            named[job_id] = log
+    for phase, entry in jobs.items():
+        assert slurm_state(entry["job_id"]) == "COMPLETED", phase
+        assert entry["job_id"] in named, f"{phase}: no phase log names Slurm job {entry['job_id']}"
+
+
+@pytest.mark.parametrize("search", SEARCHES.values(), ids=SEARCHES.keys())
+def test_a_tuned_comparisons_trials_are_slurm_jobs_sharing_a_study_in_mariadb(optuna_url, tmp_path, search):
+    url, out = optuna_url, tmp_path / "cmp"
+    shown = url.replace(f":{DB_PASSWORD}@", ":***@")
+    began = time.monotonic()
+    rc, text = finish(driver(tuned_args(out, url, *search)), deadline_s=420)
+    print(f"tuned compare on Slurm: {time.monotonic() - began:.0f} s")
+    assert rc == 0 and "Traceback" not in text, text[-3000:]
+    check_studies(out, url)
+    check_slurm_jobs(out)
+    summary = (out / "tuning.json").read_text()
+    assert DB_PASSWORD not in summary and {s["storage"] for s in json.loads(summary)["studies"]} == {shown}
+    assert DB_PASSWORD not in "".join(p.read_text() for p in out.glob("digits/dlr/tune/*/trial*/tune_trial.json"))
+
+    # Another comparison folder on the same studies: refused in one line, before any job, the studies untouched.
+    other = tmp_path / "other"
+    rc, text = finish(driver(tuned_args(other, url, *search)), deadline_s=120)
+    errors = [line for line in text.splitlines() if "error:" in line]
+    assert rc == 1 and "Traceback" not in text and len(errors) == 1, text
+    assert f"belongs to the comparison in {out.resolve()}" in errors[0] and shown in errors[0], text
+    assert not recorded_jobs(other)
+    for arm in ARMS:
+        assert len(optuna.load_study(study_name=f"digits/dlr/{arm}", storage=url).trials) == TRIALS
