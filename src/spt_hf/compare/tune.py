@@ -259,11 +259,19 @@ def chosen_values(found: list[Search]) -> dict[str, dict]:
     """{study name: the best trial's values} of the studies with a completed trial (the others keep the recipe's)."""
     best = {}
     for search in found:
-        try:
-            best[search.name] = dict(search.study.best_trial.params)
-        except ValueError:  # no completed trial
+        trial = best_trial(search.study)
+        if trial is not None:
+            best[search.name] = dict(trial.params)
+        else:
             print(f"tune: {search.name}: no trial completed; its seeded phases keep the recipe's values", flush=True)
     return best
+
+
+def best_trial(study):
+    """The completed trial with the highest value, the lowest-numbered among equal values; None without one.
+    (Not `study.best_trial`: Optuna's RDB storage leaves ties to the database, and MySQL returns any of them.)"""
+    complete = study.get_trials(deepcopy=False, states=(require_optuna().trial.TrialState.COMPLETE,))
+    return max(sorted(complete, key=lambda t: t.number), key=lambda t: t.value, default=None)
 
 
 def write_summary(spec, found: list[Search], url: str, root: Path) -> Path:
@@ -286,7 +294,8 @@ def write_summary(spec, found: list[Search], url: str, root: Path) -> Path:
             trials.append(entry)
         complete = [t for t in trials if t["state"] == "COMPLETE"]
         ran = [json.loads(Path(t["path"], RESULTS_FILE).read_text()) for t in trials if t["model"]]
-        best = max(complete, key=lambda t: t["value"]) if complete else None
+        chosen = best_trial(search.study)
+        best = next(t for t in complete if t["number"] == chosen.number) if chosen else None
         _, arch, arm = search.name.split("/")
         studies.append(
             dict(
