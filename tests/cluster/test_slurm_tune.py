@@ -25,19 +25,20 @@ pytest.importorskip("pymysql")
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
 TRIALS = 2
+ARCHITECTURES = ("dlr", "transformer")
 ARMS = {"scratch": "scratch", "spt": "finetune"}  # arm -> the phase its trials and seeded runs train
 # Each entry: the search flags of one tuned comparison (a pruner: ("--tune_pruner", "median")).
 SEARCHES = {"tpe": ()}
 
 
 def tuned_args(out: Path, storage: str, *search: str) -> list[str]:
-    """A tuned comparison of dlr on digits, both arms, tiny phases, run as Slurm jobs, its studies in `storage`."""
+    """A tuned comparison on digits, both arms, tiny phases, run as Slurm jobs, its studies in `storage`."""
     return [
         "compare",
         "--tasks",
         "digits",
         "--architectures",
-        "dlr",
+        *ARCHITECTURES,
         "--seeds",
         "0",
         "--recipes-dir",
@@ -77,22 +78,39 @@ def optuna_url(slurm) -> str:
     return url
 
 
+def studies(url: str) -> dict:
+    """{(architecture, arm): the study in `url`} of every study the comparison has."""
+    names = [(a, m) for a in ARCHITECTURES for m in ARMS]
+    return {(a, m): optuna.load_study(study_name=f"digits/{a}/{m}", storage=url) for a, m in names}
+
+
 def check_studies(out: Path, url: str) -> None:
-    """Each study: trials 0..TRIALS-1, all complete, each valued with its trial job's validation metric; the
-    seeded phase trained with the best trial's learning rate."""
-    for arm, phase in ARMS.items():
-        study = optuna.load_study(study_name=f"digits/dlr/{arm}", storage=url)
-        assert [t.number for t in study.trials] == list(range(TRIALS)), arm
-        assert {t.state for t in study.trials} == {optuna.trial.TrialState.COMPLETE}, arm
+    """Each study: trials 0..TRIALS-1, all complete, each valued with its trial job's validation metric; tuning.json's
+    best trial is the lowest-numbered of the highest value (a tie is likely with 3 steps, and MySQL's answer to
+    `best_trial` among ties is any of them), and the seeded phase trained with its learning rate."""
+    summary = {entry["name"]: entry for entry in json.loads((out / "tuning.json").read_text())["studies"]}
+    assert sorted(s.study_name for s in optuna.get_all_study_summaries(url)) == sorted(
+        f"digits/{a}/{m}" for a in ARCHITECTURES for m in ARMS
+    )
+    for (arch, arm), study in studies(url).items():
+        phase = ARMS[arm]
+        assert [t.number for t in study.trials] == list(range(TRIALS)), study.study_name
+        assert {t.state for t in study.trials} == {optuna.trial.TrialState.COMPLETE}, study.study_name
         for trial in study.trials:
-            folder = out / "digits" / "dlr" / "tune" / arm / f"trial{trial.number}"
+            folder = out / "digits" / arch / "tune" / arm / f"trial{trial.number}"
             named = json.loads((folder / "tune_trial.json").read_text())
             assert (named["study"], named["number"]) == (study.study_name, trial.number)
             result = json.loads((folder / phase / "results.json").read_text())
-            assert trial.value == result["metrics"]["validation"]["eval_accuracy"], (arm, trial.number)
+            assert trial.value == result["metrics"]["validation"]["eval_accuracy"], (study.study_name, trial.number)
             assert result["budget"]["steps"] == 3
-        seeded = json.loads((out / "digits" / "dlr" / "full" / "seed0" / phase / "results.json").read_text())
-        assert seeded["recipe"]["training"]["learning_rate"] == pytest.approx(study.best_trial.params["learning_rate"])
+            # the trial job itself wrote its evaluations into the study (it reached MariaDB from inside Slurm)
+            assert trial.intermediate_values and max(trial.intermediate_values) <= 3, trial.intermediate_values
+        top = max(t.value for t in study.trials)
+        best = min(t.number for t in study.trials if t.value == top)
+        assert summary[study.study_name]["best"]["number"] == best, summary[study.study_name]
+        seeded = json.loads((out / "digits" / arch / "full" / "seed0" / phase / "results.json").read_text())
+        chosen = study.trials[best].params["learning_rate"]
+        assert seeded["recipe"]["training"]["learning_rate"] == pytest.approx(chosen), study.study_name
 
 
 def check_slurm_jobs(out: Path) -> None:
@@ -100,8 +118,9 @@ def check_slurm_jobs(out: Path) -> None:
     which its phase log names."""
     jobs = recorded_jobs(out)
     trials = sorted(phase for phase in jobs if phase.startswith("tune/"))
-    assert trials == [f"tune/digits/dlr/{arm}/trial{k}" for arm in sorted(ARMS) for k in range(TRIALS)], jobs
-    assert len(jobs) == 2 * TRIALS + 3, jobs  # + the SPT phase, the seed's finetuning and its baseline
+    expected = [f"tune/digits/{a}/{m}/trial{k}" for a in ARCHITECTURES for m in ARMS for k in range(TRIALS)]
+    assert trials == sorted(expected), jobs
+    assert len(jobs) == len(ARCHITECTURES) * (2 * TRIALS + 3), jobs  # + SPT, the seed's finetuning and baseline
     assert len({entry["job_id"] for entry in jobs.values()}) == len(jobs), jobs
     named = {}
     for log in out.rglob("logs/*.log"):
@@ -122,9 +141,9 @@ def test_a_tuned_comparisons_trials_are_slurm_jobs_sharing_a_study_in_mariadb(op
     assert rc == 0 and "Traceback" not in text, text[-3000:]
     check_studies(out, url)
     check_slurm_jobs(out)
-    summary = (out / "tuning.json").read_text()
-    assert DB_PASSWORD not in summary and {s["storage"] for s in json.loads(summary)["studies"]} == {shown}
-    assert DB_PASSWORD not in "".join(p.read_text() for p in out.glob("digits/dlr/tune/*/trial*/tune_trial.json"))
+    assert {s["storage"] for s in json.loads((out / "tuning.json").read_text())["studies"]} == {shown}
+    # the password reaches the trial jobs in their environment only: no file of the comparison holds it
+    assert not [p for p in out.rglob("*") if p.is_file() and DB_PASSWORD.encode() in p.read_bytes()]
 
     # Another comparison folder on the same studies: refused in one line, before any job, the studies untouched.
     other = tmp_path / "other"
@@ -133,5 +152,4 @@ def test_a_tuned_comparisons_trials_are_slurm_jobs_sharing_a_study_in_mariadb(op
     assert rc == 1 and "Traceback" not in text and len(errors) == 1, text
     assert f"belongs to the comparison in {out.resolve()}" in errors[0] and shown in errors[0], text
     assert not recorded_jobs(other)
-    for arm in ARMS:
-        assert len(optuna.load_study(study_name=f"digits/dlr/{arm}", storage=url).trials) == TRIALS
+    assert {len(study.trials) for study in studies(url).values()} == {TRIALS}
