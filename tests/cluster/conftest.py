@@ -3,11 +3,12 @@ end. Where it cannot be started (not root, no apt-get, a package that does not i
 
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
-from cluster.slurm_cluster import ClusterUnavailable, start, stop
+from cluster.slurm_cluster import ClusterUnavailable, our_jobs, start, stop
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +38,13 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     root = tmp_path_factory.getbasetemp() / "spt_cache"
     monkeypatch.setenv("SPT_HF_CACHE", str(root / "tasks"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True)
+def _no_jobs_left(slurm):
+    """Every test ends with no job of its own queued or running (those left are cancelled, and the test fails)."""
+    yield
+    left = our_jobs()
+    if left:
+        subprocess.run(["scancel", *left], check=False)
+    assert not left, f"the test left Slurm jobs queued or running: {left}"

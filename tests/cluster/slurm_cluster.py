@@ -246,6 +246,17 @@ def start(folder: str | Path) -> dict:
     return info
 
 
+def our_jobs() -> list[str]:
+    """The ids of the jobs queued or running on the cluster (SLURM_CONF names it)."""
+    done = subprocess.run(
+        ["squeue", "-h", "-t", "PENDING,RUNNING,REQUEUED,SUSPENDED", "-o", "%i"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.split()
+
+
 def stop(folder: str | Path) -> None:
     """Cancel every job, then stop the daemons by their process ids (the reverse of their start)."""
     folder = Path(folder).resolve()

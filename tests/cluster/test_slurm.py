@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cluster.slurm_cluster import our_jobs
 from helpers import TINY_PHASE
 from safetensors.numpy import load_file
 
@@ -39,7 +40,7 @@ LONG = {
 }
 
 
-def compare_args(out: Path, overrides: dict, *extra: str, architectures=("dlr",)) -> list[str]:
+def compare_args(out: Path, overrides: dict, *extra: str, architectures=("dlr",), scratch=False) -> list[str]:
     return [
         "compare",
         "--tasks",
@@ -48,7 +49,7 @@ def compare_args(out: Path, overrides: dict, *extra: str, architectures=("dlr",)
         *architectures,
         "--seeds",
         "0",
-        "--no-scratch",
+        *([] if scratch else ["--no-scratch"]),
         "--recipes-dir",
         "recipes/cpu",
         "--output-dir",
@@ -111,16 +112,6 @@ def wait_for(what: str, check, timeout: float = 120):
     pytest.fail(f"timed out waiting for {what}")
 
 
-def our_jobs() -> list[str]:
-    done = subprocess.run(
-        ["squeue", "-h", "-t", "PENDING,RUNNING,REQUEUED,SUSPENDED", "-o", "%i"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.split()
-
-
 def models(out: Path) -> dict[str, dict]:
     """{phase folder: {tensor name: array}} of every exported model under `out`."""
     found = {}
@@ -137,15 +128,6 @@ def assert_same_models(a: Path, b: Path) -> None:
         assert sorted(left[phase]) == sorted(right[phase]), phase
         for name, tensor in left[phase].items():
             assert tensor.tobytes() == right[phase][name].tobytes(), f"{phase}: {name} differs"
-
-
-@pytest.fixture(autouse=True)
-def _no_jobs_left(slurm):
-    yield
-    left = our_jobs()
-    if left:
-        subprocess.run(["scancel", *left], check=False)
-    assert not left, f"the test left Slurm jobs queued or running: {left}"
 
 
 @pytest.fixture(scope="module")

@@ -11,13 +11,12 @@ Each driver is `python -m spt_hf compare ...` in its own process, with a deadlin
 import json
 import os
 import re
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 from cluster.slurm_cluster import DB_PASSWORD, create_optuna_database
-from cluster.test_slurm import driver, finish, our_jobs, recorded_jobs, slurm_state
+from cluster.test_slurm import compare_args, driver, finish, recorded_jobs, slurm_state
 from helpers import TINY_PHASE
 
 optuna = pytest.importorskip("optuna")
@@ -34,42 +33,9 @@ def tuned_args(out: Path, storage: str) -> list[str]:
     """A tuned comparison on digits, both arms, tiny phases, run as Slurm jobs, its studies in `storage`, with the
     median pruner (with TRIALS=2 its startup trials prune nothing; each trial job still loads the study with it and
     asks it after every evaluation)."""
-    return [
-        "compare",
-        "--tasks",
-        "digits",
-        "--architectures",
-        *ARCHITECTURES,
-        "--seeds",
-        "0",
-        "--recipes-dir",
-        "recipes/cpu",
-        "--output-dir",
-        str(out),
-        "--launcher",
-        "submitit",
-        "--max-parallel",
-        "2",
-        "--tune",
-        "--tune_trials",
-        str(TRIALS),
-        "--tune_max_steps",
-        "3",
-        "--tune_storage",
-        storage,
-        "--tune_pruner",
-        "median",
-        *[f"--{k}={v}" for k, v in TINY_PHASE.items()],
-    ]
-
-
-@pytest.fixture(autouse=True)
-def _no_jobs_left(slurm):
-    yield
-    left = our_jobs()
-    if left:
-        subprocess.run(["scancel", *left], check=False)
-    assert not left, f"the test left Slurm jobs queued or running: {left}"
+    search = ["--max-parallel", "2", "--tune", "--tune_trials", str(TRIALS), "--tune_max_steps", "3"]
+    search += ["--tune_storage", storage, "--tune_pruner", "median"]
+    return compare_args(out, TINY_PHASE, *search, architectures=ARCHITECTURES, scratch=True)
 
 
 @pytest.fixture
