@@ -79,7 +79,7 @@ def test_another_phase_beside_a_trial_record_does_not_report(tmp_path, monkeypat
 
 def evaluate(callback: ReportToStudy, step: int, accuracy: float):
     args = SimpleNamespace(world_size=1, device="cpu")
-    state = SimpleNamespace(is_world_process_zero=True, global_step=step)
+    state = SimpleNamespace(is_world_process_zero=True, global_step=step, max_steps=6)
     control = SimpleNamespace(should_training_stop=False)
     callback.on_train_begin(args, state, control)
     return callback.on_evaluate(args, state, control, metrics={"eval_loss": 1.0, "eval_accuracy": accuracy})
@@ -95,6 +95,14 @@ def test_without_a_pruner_a_trial_reports_every_evaluation_and_trains_on(tmp_pat
     callback.on_train_end(None, None, None)  # the phase's final evaluations: not a point of the learning curve
     callback.on_evaluate(None, SimpleNamespace(global_step=8), None, metrics={"eval_accuracy": 0.9})
     assert 8 not in study.trials[trial.number].intermediate_values
+
+
+def test_a_trial_below_the_median_at_its_last_step_has_run_its_course_and_is_not_pruned(tmp_path):
+    url = f"sqlite:///{tmp_path / 'tuning.db'}"
+    study, trial = study_with_good_trials(url, "digits/s4/spt")
+    callback = ReportToStudy({"study": "digits/s4/spt", "number": trial.number, "pruner": "median", "storage": url})
+    assert not evaluate(callback, 6, 0.1).should_training_stop and callback.pruned is None
+    assert evaluate(callback, 4, 0.1).should_training_stop and callback.pruned == {"step": 4, "value": 0.1}
 
 
 def test_a_trial_phase_that_cannot_open_its_study_is_one_line_naming_the_environment(tmp_path, monkeypatch):

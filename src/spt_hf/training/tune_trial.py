@@ -97,7 +97,8 @@ class ReportToStudy(TrainerCallback):
         if state.is_world_process_zero and value is not None:
             self.trial = self.trial or self.open_trial()
             self.trial.report(float(value), state.global_step)  # (a step already reported, after a resume: kept)
-            prune = self.trial.should_prune()
+            # at the budget's last step the trial has run its course: it is complete, whatever the pruner says
+            prune = state.global_step < state.max_steps and self.trial.should_prune()
         if args.world_size > 1:
             prune = bool(agreed_max(int(prune), args.device))
         if prune:
