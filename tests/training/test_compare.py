@@ -91,6 +91,8 @@ def test_a_missing_recipe_pair_is_an_error_before_anything_runs(tmp_path):
         ValueError, match="--max_steps 2 would be ignored: digits-transformer-spt.yaml ties .* total_steps=4"
     ):
         run_compare(spec(tmp_path, overrides={**TINY, "max_steps": 2}))  # tied by total_steps: refused, not ignored
+    with pytest.raises(ValueError, match=r"^--total_steps 4 ties .* `budget: equal` .* would ignore it: pass --budget"):
+        run_compare(spec(tmp_path, budget="equal", overrides=TINY))  # the same for a total the budget would drop
 
 
 def test_the_yaml_form_and_a_dry_run_print_the_plan_and_run_nothing(tmp_path, capsys):

@@ -302,6 +302,11 @@ def budget_overrides(spec: CompareSpec, keys: dict, spt_recipe: Path, finetune_r
     `spt-hf run`, and a --max_steps that tied budgets would ignore is refused by the same check."""
     spt = load_recipe(spt_recipe, keys, phase=SPT_PHASE)
     budget = spec.budget or ("tied" if spt.phase.total_steps else "equal")
+    if spec.budget == "equal" and keys.get("total_steps") is not None:
+        raise ValueError(
+            f"--total_steps {keys['total_steps']} ties the SPT and finetuning budgets, but `budget: equal` gives each "
+            "phase its own max_steps and would ignore it: pass --budget tied, or --max_steps without --total_steps."
+        )
     shared = {}
     if budget == "equal" and spt.phase.total_steps:  # the recipe ties budgets; "equal" gives each phase its max_steps
         shared = {"total_steps": None}
