@@ -237,22 +237,16 @@ def tell(search: Search, number: int, job: PhaseJob) -> None:
     (its phase's results.json says where), or that it failed."""
     optuna = require_optuna()
     path = job.phase_dir / RESULTS_FILE
-    value = trial_value(path)
+    result = json.loads(path.read_text()) if path.is_file() else {}
+    value = test_metric(result)[2]
     if value is None:
         search.study.tell(number, state=optuna.trial.TrialState.FAIL)
         print(f"tune: {search.name} trial {number}: failed (no validation metric); see {job.log}", flush=True)
-    elif pruned := json.loads(path.read_text()).get("tune_pruned"):
+    elif pruned := result.get("tune_pruned"):
         search.study.tell(number, state=optuna.trial.TrialState.PRUNED)
         print(f"tune: {search.name} trial {number}: pruned at step {pruned['step']}", flush=True)
     else:
         search.study.tell(number, value)
-
-
-def trial_value(path: Path) -> float | None:
-    """The validation metric a finished phase's results.json holds (accuracy or R²), None without one."""
-    if not path.is_file():
-        return None
-    return test_metric(json.loads(path.read_text()))[2]
 
 
 def chosen_values(found: list[Search]) -> dict[str, dict]:

@@ -12,6 +12,24 @@ from ..phases import StartKind
 from .rows import KIND_NAMES, Row, Run, metric_scale
 
 
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend (matplotlib is imported when a figure is drawn)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, path: Path, dpi: int = 120) -> Path:
+    """Lay out `fig`, write it to `path` and free it; returns `path`."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    pyplot().close(fig)
+    return path
+
+
 def _mean_curve(runs: list[Run]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """Steps (SPT steps added) and the mean, min and max over seeds at the steps every seed evaluated."""
     curves = [dict(run.curve) for run in runs if run.curve]
@@ -27,10 +45,7 @@ def _mean_curve(runs: list[Run]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
 
 def plot_learning_curves(rows: list[Row], out: Path) -> Path:
     """`learning_curves.png` in `out`: each row's validation metric over optimiser steps, each kind of run its line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     tasks = sorted({row.task for row in rows})
     fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(5.5 * max(1, len(tasks)), 4.2), squeeze=False)
@@ -69,19 +84,12 @@ def plot_learning_curves(rows: list[Row], out: Path) -> Path:
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    path = out / "learning_curves.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "learning_curves.png")
 
 
 def plot_test_metrics(rows: list[Row], out: Path) -> Path:
     """`test_metrics.png` in `out`: each row's test metric per seed (dots) and mean (bar), the baseline beside SPT."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(rows) + 2), 4.2))
     for index, row in enumerate(rows):
@@ -110,8 +118,4 @@ def plot_test_metrics(rows: list[Row], out: Path) -> Path:
     ax.grid(axis="y", alpha=0.3)
     if rows:
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "test_metrics.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "test_metrics.png")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .plots import pyplot, save_figure
+
 SUMMARY_FILE = "tuning.json"  # in a tuned comparison's output folder (compare/tune.py writes it)
 # The arms of a search: the baseline phase; finetuning from the first seed's SPT checkpoint; with --tune_spt,
 # SPT + finetuning pairs.
@@ -153,12 +155,7 @@ def _duration(seconds: float | None) -> str:
 
 def plot_tuning(studies: list[dict], out: Path) -> Path:
     """`tuning.png`: best-so-far validation metric against trial number, one line per study."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, ax = pyplot().subplots(figsize=(6.5, 4.2))
     for study in studies:
         points = best_so_far(study)
         if points:
@@ -168,8 +165,4 @@ def plot_tuning(studies: list[dict], out: Path) -> Path:
     ax.set_xlabel("trial")
     ax.set_ylabel("best validation metric so far")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = out / "tuning.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "tuning.png", dpi=110)
