@@ -98,10 +98,10 @@ def tiny_cases(steps: int):
 
 def recipe_case(path: str, length: int | None, batch_size: int, steps: int):
     """A paper recipe's phase model, built as the pipeline builds it, and batches of its own collator."""
+    from spt_hf.cost.measure import synthetic_examples
+    from spt_hf.recipes.loading import load_recipe
     from spt_hf.training.estimate import estimate_task
-    from spt_hf.training.measure import synthetic_examples
     from spt_hf.training.pipeline import phase_collator, phase_model
-    from spt_hf.training.recipes import load_recipe
 
     phase = "spt" if path.endswith("-spt.yaml") else "finetune"
     recipe = load_recipe(path, phase=phase)

@@ -21,6 +21,9 @@ import time
 import torch
 from common import status_mib
 
+from spt_hf.cost.flops import flop_counter
+from spt_hf.cost.measure import synthetic_examples
+from spt_hf.recipes.loading import load_recipe
 from spt_hf.training.estimate import (
     BYTES_PER_PARAMETER,
     DEFAULT_UTILISATION,
@@ -29,11 +32,8 @@ from spt_hf.training.estimate import (
     estimate_phase,
     estimate_task,
 )
-from spt_hf.training.flops import flop_counter
-from spt_hf.training.measure import synthetic_examples
 from spt_hf.training.optim import param_groups
 from spt_hf.training.pipeline import phase_collator, phase_model
-from spt_hf.training.recipes import load_recipe
 
 # One paper recipe per architecture, each at its longest task.
 DEFAULT_RECIPES = [

@@ -24,9 +24,9 @@ from pathlib import Path
 from .compare import CompareSpec, run_compare
 from .compare.plan import available_pairs, task_recipe_pair
 from .phases import PHASES
-from .training.recipes import RECIPES_DIR
-from .training.report import markdown_table
-from .training.rows import comparison_rows, find_results
+from .recipes.loading import RECIPES_DIR
+from .report.comparison import markdown_table
+from .report.rows import comparison_rows, find_results
 
 DEMO_RECIPES = RECIPES_DIR / "cpu"  # the shipped CPU recipes, whatever folders the working directory holds
 # Five seeds: with three, one seed's small gain on another CPU's float path turned the headline from significant

@@ -15,8 +15,8 @@ from spt_hf.cli import main as cli_main
 from spt_hf.compare import build_plan
 from spt_hf.compare.tune import SUMMARY_FILE, run_tuning, tell
 from spt_hf.phases import TUNE_STORAGE
-from spt_hf.training.rows import TRIAL_FILE
-from spt_hf.training.tune_report import read_tuning, tuning_section
+from spt_hf.report.rows import TRIAL_FILE
+from spt_hf.report.tuning import read_tuning, tuning_section
 from spt_hf.training.tune_trial import PRUNER_STARTUP_TRIALS, ReportToStudy, make_pruner
 
 optuna = pytest.importorskip("optuna")

@@ -4,8 +4,8 @@ values, the spread and the plot; each tuned side "tuned, N trials" with the sear
 import json
 from pathlib import Path
 
-from spt_hf.training.report import _duration
-from spt_hf.training.tune_report import (
+from spt_hf.report.comparison import _duration
+from spt_hf.report.tuning import (
     FLAG,
     best_so_far,
     find_study,

@@ -27,7 +27,7 @@ from transformers import (
 from spt_hf.checkpoints import verify_backbone_transfer
 from spt_hf.cli import main as cli_main
 from spt_hf.hub import MissingHubCredentialsError, check_credentials, ensure_push_credentials
-from spt_hf.training.arguments import PhaseTrainingArguments
+from spt_hf.recipes.arguments import PhaseTrainingArguments
 
 WRONG_TOKEN = "hf_wrong_" + hashlib.sha256(TOKEN.encode()).hexdigest()[:20]
 MODELING_FILES = {
@@ -46,7 +46,7 @@ PUSH = """
 import sys
 from spt_hf.hub import HubPushError, push_checkpoint, push_phase
 from spt_hf.cli import main as cli_main
-from spt_hf.training.arguments import PhaseTrainingArguments
+from spt_hf.recipes.arguments import PhaseTrainingArguments
 run = ARGS["run"]
 assert cli_main(["push", run, "--repo-id", "tester/tiny-spt"]) == 0
 assert cli_main(["push", run, "--phase", "finetune", "--repo-id", "tester/tiny-spt", "--revision", "finetuned"]) == 0

@@ -289,7 +289,7 @@ def test_the_architecture_list_is_what_is_registered_exported_and_accepted():
     import spt_hf
     from spt_hf.modeling.architectures import ARCHITECTURES, MODEL_TYPES
     from spt_hf.modeling.modeling_sequence import AUTO_CLASS_SUFFIXES
-    from spt_hf.training.arguments import SPT_MODEL_TYPES
+    from spt_hf.recipes.arguments import SPT_MODEL_TYPES
 
     assert set(AUTO_CLASS_SUFFIXES) | {"AutoConfig"} == ALL_AUTO_CLASSES
     assert len(set(MODEL_TYPES)) == len(MODEL_TYPES) == len(ARCHITECTURES)

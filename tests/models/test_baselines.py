@@ -201,7 +201,7 @@ def test_mega_attention_by_query_blocks_gives_the_same_outputs_and_gradients(
 
 def test_mega_attention_by_query_blocks_keeps_no_full_score_matrix():
     """What autograd keeps for the backward pass no longer grows with the square of the length."""
-    from spt_hf.training.measure import SavedActivations
+    from spt_hf.cost.measure import SavedActivations
 
     def saved(mixer, length: int) -> float:
         x = random(1, length, 16)
@@ -265,8 +265,8 @@ def test_mega_refuses_inputs_longer_than_its_relative_positions_without_chunking
 def test_mega_reads_the_old_chunk_size_minus_one_as_none(tmp_path):
     """ "No chunking" is `chunk_size=None`; configs saved with MEGA's -1 and recipes that say -1 load as None and give
     the same outputs, in full and in recurrent generation."""
+    from spt_hf.recipes.loading import RECIPES_DIR
     from spt_hf.training import load_recipe
-    from spt_hf.training.recipes import RECIPES_DIR
 
     assert AutoConfig.for_model("spt_mega", **MEGA).chunk_size is None
     assert AutoConfig.for_model("spt_mega", **MEGA, chunk_size=-1).chunk_size is None

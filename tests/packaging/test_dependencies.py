@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from spt_hf.compare.processes import require_package
-from spt_hf.training.arguments import require_reporting_packages
+from spt_hf.recipes.arguments import require_reporting_packages
 
 REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]

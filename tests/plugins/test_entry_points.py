@@ -60,7 +60,7 @@ def test_an_unknown_name_loads_the_installed_plugin(installed_echo):
 
 
 def test_a_recipe_model_type_loads_the_plugin(installed_echo):
-    from spt_hf.training.recipes import model_config_fields
+    from spt_hf.recipes.loading import model_config_fields
 
     assert "max_position_embeddings" in model_config_fields({"model_type": "echo_mixer"})
 

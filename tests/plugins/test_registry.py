@@ -44,7 +44,7 @@ def test_a_taken_model_type_is_one_line():
 
 
 def test_unknown_architecture_names_builtins_and_plugins(tmp_path):
-    from spt_hf.training.presets import recipes_for_task
+    from spt_hf.recipes.presets import recipes_for_task
 
     with pytest.raises(
         ValueError, match=r"Unknown architecture .nope.; architectures with presets: .*s4.*installed plugins"
@@ -54,7 +54,7 @@ def test_unknown_architecture_names_builtins_and_plugins(tmp_path):
 
 
 def test_a_plugin_gets_tiny_and_small_presets_from_its_config(toy):
-    from spt_hf.training.presets import TINY_WIDTH, recipes_for_task
+    from spt_hf.recipes.presets import TINY_WIDTH, recipes_for_task
 
     tiny = recipes_for_task("digits", {"input_kind": "tokens"}, ["toy", "s4"], "tiny", max_steps=3)
     spt = tiny["digits-toy-spt.yaml"]

@@ -154,7 +154,7 @@ def write_pythia70m_stand_in(folder: Path, recipe_name: str) -> Path:
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import AutoConfig, AutoModel, PreTrainedTokenizerFast
 
-    from spt_hf.training.recipes import find_recipe
+    from spt_hf.recipes.loading import find_recipe
 
     backbone = yaml.safe_load(find_recipe(recipe_name).read_text())["backbone_config"]
     words = ["<|endoftext|>", "<|padding|>", "<unk>", "[", "]", "MAX", "MIN", "MED", "SM"]

@@ -193,7 +193,7 @@ def test_options_are_underscored_and_the_hyphenated_spellings_are_aliases(comman
 
 def test_recipe_overrides_keep_both_spellings_after_compares_own_options():
     from spt_hf.cli import build_parser
-    from spt_hf.training.recipes import parse_overrides
+    from spt_hf.recipes.loading import parse_overrides
 
     args, rest = build_parser().parse_known_args(
         ["compare", "--tasks", "t", "--max-parallel", "2", "--eval-steps", "3"]

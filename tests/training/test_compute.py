@@ -1,4 +1,4 @@
-"""The FLOPs a phase records (training/compute.py): counts equal closed-form formulas of the same operations, torch's
+"""The FLOPs a phase records (cost/compute.py): counts equal closed-form formulas of the same operations, torch's
 counter is completed where it sees nothing (FFTs, the CPU attention kernel, spt_hf's custom operators), and counting
 leaves the model as it was."""
 
@@ -10,9 +10,9 @@ from helpers import TINY_CONFIGS, make_config
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModelForSequenceClassification
 
+from spt_hf.cost.compute import count_step_flops
+from spt_hf.cost.flops import flop_formulas
 from spt_hf.modeling.ssm import fft_conv
-from spt_hf.training.compute import count_step_flops
-from spt_hf.training.flops import flop_formulas
 
 
 def test_a_two_layer_network_costs_its_matmuls_forward_and_backward():

@@ -13,6 +13,17 @@ from torch.utils._pytree import tree_leaves
 from transformers import Trainer
 
 from spt_hf.cli import main
+from spt_hf.cost.compute import count_step_flops, phase_compute
+from spt_hf.cost.flops import flop_counter
+from spt_hf.cost.measure import (
+    PRODUCTS,
+    SHAPES_ONLY_FROM,
+    ProductShapesOnly,
+    count_step,
+    fit_length,
+    measure_step,
+    synthetic_examples,
+)
 from spt_hf.data import (
     CausalSPTCollator,
     ClassificationCollator,
@@ -24,7 +35,7 @@ from spt_hf.data import (
 )
 from spt_hf.modeling.cauchy import paired_cauchy
 from spt_hf.modeling.ssm import fft_conv
-from spt_hf.training.compute import count_step_flops, phase_compute
+from spt_hf.recipes.loading import load_recipe
 from spt_hf.training.estimate import (
     GIB,
     PhaseEstimate,
@@ -36,18 +47,7 @@ from spt_hf.training.estimate import (
     significant,
     train_examples,
 )
-from spt_hf.training.flops import flop_counter
-from spt_hf.training.measure import (
-    PRODUCTS,
-    SHAPES_ONLY_FROM,
-    ProductShapesOnly,
-    count_step,
-    fit_length,
-    measure_step,
-    synthetic_examples,
-)
 from spt_hf.training.pipeline import phase_collator, phase_model
-from spt_hf.training.recipes import load_recipe
 
 TINY = {
     "spt_rotary_transformer": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2},
@@ -147,7 +147,7 @@ class KernelsRun(TorchDispatchMode):
 
 def test_custom_operators_count_under_shapes_only_without_computing_a_product():
     """spt_hf's custom operators (the Cauchy kernel, the FFT convolution; forward and backward) are counted by running
-    their implementation again (training/flops.py). Under `ProductShapesOnly` that count equals a computed step's, and
+    their implementation again (cost/flops.py). Under `ProductShapesOnly` that count equals a computed step's, and
     neither the operators nor their re-runs compute a product or transform: the re-runs take meta tensors."""
     hidden, pairs, half, length, batch = 4, 2, 8, 64, 2
     torch.manual_seed(0)
@@ -315,7 +315,7 @@ def test_the_estimate_collates_as_the_phase_does(tmp_path, phase, values, expect
     ids=["s4-fft-cauchy", "transformer-attention"],
 )
 def test_the_estimate_counts_what_a_trained_phase_records(tmp_path, model_type, kernel, operation):
-    """One definition of FLOPs (training/flops.py): the FLOPs per step a phase records (`phase_compute`, on its first
+    """One definition of FLOPs (cost/flops.py): the FLOPs per step a phase records (`phase_compute`, on its first
     batch) equal the estimate's of the same batch shape (per batch + per example x batch, x accumulation), FFTs,
     Cauchy kernel and attention included; on the very same batch, the estimate's step (products shaped, not
     computed) counts exactly what `count_step_flops` counts computing it."""

@@ -7,7 +7,7 @@ import torch
 from transformers.testing_utils import CaptureLogger
 from transformers.utils import logging as hf_logging
 
-from spt_hf.training.arguments import COMPILE_NOTICE, OncePerProcess, PhaseTrainingArguments
+from spt_hf.recipes.arguments import COMPILE_NOTICE, OncePerProcess, PhaseTrainingArguments
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="transformers warns only without an Ampere GPU")

@@ -317,8 +317,8 @@ def test_the_model_class_says_why_its_config_cannot_pack(model_type, values, rea
 
 def test_spt_hf_run_packs_the_spt_phase_only(tmp_path, monkeypatch):
     """`spt-hf run --packed_sequences true` gives the switch to the SPT recipe; finetuning pads (and would refuse)."""
+    import spt_hf.report.comparison as report
     import spt_hf.training.pipeline as pipeline
-    import spt_hf.training.report as report
 
     seen = {}
 

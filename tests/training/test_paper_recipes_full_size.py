@@ -16,10 +16,10 @@ from paper_data import write_pythia70m_stand_in, write_task_data
 from transformers import TrainerCallback
 
 from spt_hf.cli import main
+from spt_hf.cost.flops import flop_counter
+from spt_hf.cost.measure import SavedActivations
+from spt_hf.recipes.loading import list_recipes, load_recipe
 from spt_hf.training.estimate import GIB, estimate_phase
-from spt_hf.training.flops import flop_counter
-from spt_hf.training.measure import SavedActivations
-from spt_hf.training.recipes import list_recipes, load_recipe
 
 PAIRS = sorted(
     name.removesuffix("-spt.yaml")

@@ -10,9 +10,9 @@ from transformers import TrainerCallback
 
 from spt_hf.checkpoints import verify_backbone_transfer
 from spt_hf.cli import main as cli_main
+from spt_hf.report.comparison import report
 from spt_hf.training import load_recipe
 from spt_hf.training.pipeline import finetune, pretrain, run
-from spt_hf.training.report import report
 
 # Tiny architectures for the pipeline; S4 and DLR join by adding a line.
 ARCHITECTURES = {

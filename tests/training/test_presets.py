@@ -1,4 +1,4 @@
-"""Presets and the recipes of a task file (training/presets.py): every architecture has them, every recipe loads for its
+"""Presets and the recipes of a task file (recipes/presets.py): every architecture has them, every recipe loads for its
 phase with the task's own inputs and classes, the SPT objective and sizes come from the shipped recipes, budgets from
 max_steps / num_train_epochs, and each bad request is one line."""
 
@@ -9,8 +9,8 @@ import yaml
 
 from spt_hf.data import get_task_spec
 from spt_hf.modeling.architectures import MODEL_TYPES
-from spt_hf.training import load_recipe
-from spt_hf.training.presets import (
+from spt_hf.recipes.loading import RECIPES_DIR, read_recipe_file
+from spt_hf.recipes.presets import (
     TINY_LAYERS,
     TINY_WIDTH,
     closest_paper_pair,
@@ -19,7 +19,7 @@ from spt_hf.training.presets import (
     sourced_recipes,
     write_recipes,
 )
-from spt_hf.training.recipes import RECIPES_DIR, read_recipe_file
+from spt_hf.training import load_recipe
 
 DIGITS = {"input_kind": "tokens"}
 ARCHITECTURES = preset_architectures()

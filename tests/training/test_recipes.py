@@ -16,11 +16,11 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 import spt_hf  # noqa: F401  (registers the spt_hf model types)
 from spt_hf.auto import AutoModelForRetrieval
 from spt_hf.data import TASKS, get_task_spec
+from spt_hf.recipes.arguments import ARGUMENT_CLASSES, OBJECTIVES, PHASE_FIELDS
+from spt_hf.recipes.loading import RECIPES_DIR as RECIPES
+from spt_hf.recipes.loading import find_recipe, read_recipe_file, recipe_name
 from spt_hf.training import load_recipe
-from spt_hf.training.arguments import ARGUMENT_CLASSES, OBJECTIVES, PHASE_FIELDS
 from spt_hf.training.pipeline import model_config
-from spt_hf.training.recipes import RECIPES_DIR as RECIPES
-from spt_hf.training.recipes import find_recipe, read_recipe_file, recipe_name
 from spt_hf.training.task_data import TaskData
 
 ALL = sorted(p for p in RECIPES.rglob("*.yaml") if p.relative_to(RECIPES).parts[0] != "accelerate")
@@ -212,7 +212,7 @@ def test_run_lines_are_accepted_commands_that_follow_the_phase_folders(path):
     import shlex
 
     from spt_hf.cli import build_parser
-    from spt_hf.training.recipes import find_recipe, parse_overrides
+    from spt_hf.recipes.loading import find_recipe, parse_overrides
 
     commands = run_lines(path)
     assert commands, f"{path.name} has no `# Run:` line"

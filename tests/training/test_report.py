@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from spt_hf.cli import main as cli_main
-from spt_hf.training.report import paper_table, report
-from spt_hf.training.rows import comparison_rows, find_results
+from spt_hf.report.comparison import paper_table, report
+from spt_hf.report.rows import comparison_rows, find_results
 
 
 def fake_phase(
@@ -126,7 +126,7 @@ def test_report_writes_tables_per_seed_files_and_plots_and_says_where(tmp_path, 
 
 
 def test_paper_table_marks_the_best_per_column_and_averages_complete_rows():
-    from spt_hf.training.rows import Row, Run
+    from spt_hf.report.rows import Row, Run
 
     def row(task, arch, scratch, spt):
         runs = [
@@ -293,7 +293,7 @@ def test_results_written_before_the_start_kind_vocabulary_report_the_same(tmp_pa
     ],
 )
 def test_paired_difference(a, b, expected):
-    from spt_hf.training.statistics import paired_difference
+    from spt_hf.report.statistics import paired_difference
 
     paired = paired_difference(a, b)
     interval = None if paired.low is None else (paired.low, paired.high)
@@ -311,7 +311,7 @@ def test_paired_difference(a, b, expected):
     ],
 )
 def test_sign_flip_p(differences, expected):
-    from spt_hf.training.statistics import sign_flip_p
+    from spt_hf.report.statistics import sign_flip_p
 
     assert sign_flip_p(np.array(differences)) == pytest.approx(expected)
 

@@ -9,8 +9,8 @@ import yaml
 
 from spt_hf.cli import main as cli_main
 from spt_hf.compare import CompareSpec, run_compare
+from spt_hf.recipes.loading import RECIPES_DIR, read_recipe_file
 from spt_hf.training import load_recipe
-from spt_hf.training.recipes import RECIPES_DIR, read_recipe_file
 
 
 @pytest.fixture

@@ -122,7 +122,7 @@ def add_launcher_options(parser: argparse.ArgumentParser) -> None:
 def spec_values(args, rest: list[str], fields) -> dict:
     """The comparison's keys: the `--config` YAML, then the options given on the command line over it, the
     launchers' options into their own mappings and the trailing `--key value` pairs into `overrides`."""
-    from ..training.recipes import parse_overrides, read_recipe_file
+    from ..recipes.loading import parse_overrides, read_recipe_file
 
     values = read_recipe_file(Path(args.config)) if args.config else {}
     for key in fields:
@@ -162,8 +162,8 @@ def compare_command(args, rest: list[str]) -> int:
     spec = CompareSpec(**values)
     result = run_compare(spec, dry_run=args.dry_run)
     if args.estimate:
+        from ..compare.estimate import estimate_jobs
         from ..training.estimate import format_estimates
-        from ..training.plan_estimate import estimate_jobs
 
         estimates, skipped = estimate_jobs(result.plan, args.device_memory_gb, args.max_measure_length)
         if spec.tune:  # the search's trial phases, in the same table and totals (compare/tune.py)

@@ -18,7 +18,7 @@ def add_parsers(commands, common: argparse.ArgumentParser) -> None:
 
 def demo_command(args, rest: list[str]) -> int:
     from ..demo import DEMO_SEEDS, run_demo
-    from ..training.recipes import parse_overrides
+    from ..recipes.loading import parse_overrides
 
     seeds = tuple(args.seeds) if args.seeds else DEMO_SEEDS
     run_demo(args.output_dir, seeds=seeds, architectures=args.architectures, overrides=parse_overrides(rest))

@@ -61,7 +61,7 @@ def measure_length(text: str) -> int:
 
 
 def estimate_command(args, rest: list[str]) -> int:
-    from ..training.recipes import find_recipe, load_recipe, parse_overrides
+    from ..recipes.loading import find_recipe, load_recipe, parse_overrides
 
     path = find_recipe(args.config)
     phase = SPT_PHASE if path.stem.endswith("-spt") else FINETUNE_PHASE

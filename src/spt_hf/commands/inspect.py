@@ -27,7 +27,7 @@ def inspect_command(args, rest: list[str]) -> int:
     import datasets
 
     from ..data import get_task_spec
-    from ..training.task_file import read_task_file
+    from ..recipes.task_file import read_task_file
 
     datasets.disable_progress_bars()  # the source's reading: the card is the output
     task, options = read_task_file(args.task_config)

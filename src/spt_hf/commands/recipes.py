@@ -1,5 +1,5 @@
 """`spt-hf recipes`: the recipes shipped with spt_hf, or the path of one; with `--task_config`, the recipes of a task
-file written as editable YAML (`training/presets.py`)."""
+file written as editable YAML (`recipes/presets.py`)."""
 
 import argparse
 
@@ -42,7 +42,7 @@ def add_budget_options(parser: argparse.ArgumentParser) -> None:
 
 
 def recipes_command(args, rest: list[str]) -> int:
-    from ..training.recipes import find_recipe, list_recipes
+    from ..recipes.loading import find_recipe, list_recipes
 
     if args.task_config is not None:
         return write_task_recipes(args)
@@ -60,7 +60,7 @@ def recipes_command(args, rest: list[str]) -> int:
 
 def write_task_recipes(args) -> int:
     """`spt-hf recipes --task_config TASK.yaml --architectures ... --output_dir DIR`: write and list the recipes."""
-    from ..training.presets import task_file_recipes, write_recipes
+    from ..recipes.presets import task_file_recipes, write_recipes
 
     if args.what:
         raise ValueError(f"`spt-hf recipes --task_config` takes no folder or `path` ({' '.join(args.what)}).")

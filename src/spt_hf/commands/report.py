@@ -14,8 +14,8 @@ def add_parsers(commands, common: argparse.ArgumentParser) -> None:
 
 
 def report_command(args, rest: list[str]) -> int:
-    from ..training.report import report
-    from ..training.rows import find_results
+    from ..report.comparison import report
+    from ..report.rows import find_results
 
     if not find_results(args.run_dirs):  # (compare's report of phases that all failed is still written)
         raise FileNotFoundError(

@@ -51,8 +51,8 @@ def add_options(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def train_command(args, rest: list[str]) -> int:
-    from ..training.arguments import SPT_PHASE_SWITCHES, argument_parser
-    from ..training.recipes import load_recipe, parse_overrides
+    from ..recipes.arguments import SPT_PHASE_SWITCHES, argument_parser
+    from ..recipes.loading import load_recipe, parse_overrides
 
     if args.help:
         parser = argument_parser(args.command)
@@ -77,7 +77,7 @@ def train_command(args, rest: list[str]) -> int:
     elif args.command == "finetune":
         pipeline.finetune(load_recipe(args.config, overrides, phase=FINETUNE_PHASE))
     else:
-        from ..training.report import report
+        from ..report.comparison import report
 
         spt_path, finetune_path = sibling_recipes(args.config, args.finetune_config)
         spt_recipe = load_recipe(spt_path, overrides, phase=SPT_PHASE)
@@ -104,7 +104,7 @@ def run_phases(spt_recipe, finetune_recipe, with_scratch: bool) -> list:
 def sibling_recipes(config: str, finetune_config: str | None) -> tuple[str, str]:
     """The SPT recipe and its finetuning sibling (`x-spt.yaml` <-> `x-finetune.yaml`) of the one recipe given to
     `spt-hf run` (either of the two), or the two given."""
-    from ..training.recipes import find_recipe, recipe_name
+    from ..recipes.loading import find_recipe, recipe_name
 
     path = find_recipe(config)
     if path.stem.endswith("-finetune") and finetune_config is None:

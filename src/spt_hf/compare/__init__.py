@@ -7,7 +7,7 @@
 It reads in one direction, plan -> state -> launch -> report: the plan (`plan.py`) expands tasks × architectures ×
 training set sizes × seeds into SPT, finetuning and baseline phases; their state (`state.py`) is what each phase
 itself will decide when it starts (`training/run_folder.py: phase_status`); a launcher (`launchers.py`) runs the
-phases still to run, each as its own `spt-hf` command; the report (`training/report.py`) tables and plots what they
+phases still to run, each as its own `spt-hf` command; the report (`report/comparison.py`) tables and plots what they
 wrote. A phase that finished with the same recipe is never run again, a killed one resumes from its checkpoint, and
 a phase whose recipe changed since it finished is reported, not mixed in.
 """
@@ -65,7 +65,7 @@ def run_compare(spec: CompareSpec, dry_run: bool = False) -> CompareResult:
     for job in to_run:
         if result.states[job.id] == PhaseState.FAILED:
             result.problems[job.id] = f"failed; its log: {job.log}"
-    from ..training.report import report
+    from ..report.comparison import report
 
     result.report = report([plan.output_dir], missing_pairs=plan.missing_pairs)
     for job_id, why in result.problems.items():

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..phases import BASELINE_PHASE, FINETUNE_PHASE, PHASE_COMMANDS, SPT_PHASE, start_kind
-from ..training.arguments import SPT_ONLY_KEYS, SPT_PHASE_SWITCHES
+from ..recipes.arguments import SPT_ONLY_KEYS, SPT_PHASE_SWITCHES
+from ..recipes.loading import RECIPES_DIR, SEED_RANGE, find_recipe, load_recipe
 from ..training.pipeline import phase_budgets, refuse_ignored_max_steps
-from ..training.recipes import RECIPES_DIR, SEED_RANGE, find_recipe, load_recipe
 from ..training.tune_trial import PRUNERS
 from .processes import PhaseProcesses, phase_processes
 
@@ -55,7 +55,7 @@ class CompareSpec:
         skip_missing_pairs: plan every (task, architecture) that has a recipe pair and list the others (in the
             plan and the report) instead of refusing the comparison (the paper ran DLR on four tasks only).
         task_config: instead of `tasks` and `recipes_dir`: a task file (`task:` and `task_options:`) whose recipes
-            `training/presets.py` writes into `<output_dir>/recipes` for each architecture, at the size `preset`
+            `recipes/presets.py` writes into `<output_dir>/recipes` for each architecture, at the size `preset`
             (tiny, small, paper; default small), with `max_steps` / `num_train_epochs` of `overrides` in them.
     """
 
@@ -336,9 +336,9 @@ def _finetune_keys(overrides: dict) -> dict:
 def build_plan(spec: CompareSpec) -> Plan:
     """Every phase of the comparison, SPT phases before the finetuning that waits for them, and how they are
     launched. Recipes are checked (loaded for their phase) before anything runs; a task file's recipes are written
-    first (`training/presets.py: compare_task_recipes`)."""
+    first (`recipes/presets.py: compare_task_recipes`)."""
     if spec.task_config is not None:
-        from ..training.presets import compare_task_recipes
+        from ..recipes.presets import compare_task_recipes
 
         name, folder, rest = compare_task_recipes(
             spec.task_config, spec.architectures, spec.preset, spec.output_dir, spec.overrides

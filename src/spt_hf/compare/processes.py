@@ -83,7 +83,7 @@ def resolve_accelerate_config(config: str | None) -> str | None:
     """A path, or the name of a shipped accelerate config (`accelerate/multi_gpu.yaml`)."""
     if config is None:
         return None
-    from ..training.recipes import find_recipe
+    from ..recipes.loading import find_recipe
 
     return str(find_recipe(config))
 

@@ -17,7 +17,7 @@
 
 What happens to each phase is one pure function, `decide`: from what Slurm says of its job (state, reason, exit
 code), where the phase it waits for stands and whether its folder holds the finished phase, to the next step (submit,
-hold, wait, end finished / failed / blocked, or submit again); tests/training/test_slurm_decision.py tables it.
+hold, wait, end finished / failed / blocked, or submit again); tests/compare/test_slurm_decision.py tables it.
 `run_slurm` sets up submitit, and `SlurmDriver` submits and polls, acting on `decide`. The questions put to Slurm
 (job states, partitions, accounting, scancel) are `slurm_queries`'.
 """

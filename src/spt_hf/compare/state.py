@@ -5,7 +5,7 @@ the plan table, and the progress lines while the phases run. The states are `Pha
 import time
 from typing import TYPE_CHECKING
 
-from ..training.recipes import RECIPES_DIR
+from ..recipes.loading import RECIPES_DIR
 from ..training.run_folder import PhaseState, PhaseStatus, phase_status
 
 if TYPE_CHECKING:  # (the later stages read the plan; they do not call back into it)

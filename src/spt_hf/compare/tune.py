@@ -21,9 +21,9 @@ from pathlib import Path
 
 from ..checkpoints import write_json_atomic
 from ..phases import BASELINE_PHASE, FINETUNE_PHASE, SPT_PHASE
+from ..report.rows import TRIAL_FILE, architecture_name, test_metric
+from ..report.tuning import PAIR_ARM, SCRATCH_ARM, SPT_ARM, SUMMARY_FILE
 from ..training.results import RESULTS_FILE
-from ..training.rows import TRIAL_FILE, architecture_name, test_metric
-from ..training.tune_report import PAIR_ARM, SCRATCH_ARM, SPT_ARM, SUMMARY_FILE
 from ..training.tune_trial import make_pruner
 from .plan import PhaseJob, Plan
 from .state import phase_finished
@@ -328,7 +328,7 @@ def search_estimates(spec, jobs: list[PhaseJob], device_memory_gb: float, max_me
     """What the search will cost, before anything runs (`--dry_run --estimate --tune`): each study's trial phase
     estimated once (`plan_estimate.estimate_jobs`), times `tune_trials`, as one line per study; and the reasons of
     those that cannot be estimated."""
-    from ..training.plan_estimate import estimate_jobs
+    from .estimate import estimate_jobs
 
     n = spec.tune_trials
     found = searches(spec, jobs)

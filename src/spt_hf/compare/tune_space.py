@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 
 from ..phases import TUNE_STORAGE
-from ..training.recipes import load_yaml
-from ..training.tune_report import PAIR_ARM, SCRATCH_ARM, SPT_ARM
+from ..recipes.loading import load_yaml
+from ..report.tuning import PAIR_ARM, SCRATCH_ARM, SPT_ARM
 from .plan import OWNED_KEYS
 
 DEFAULT_SPACE = Path(__file__).with_name("default-space.yaml")

@@ -33,7 +33,7 @@ from .spec import TaskSpec
 from .vocab import MASK_ID, PAD_ID
 
 IGNORE_INDEX = -100
-# The recipes' default `pad_to_multiple_of` (training/arguments.py): variable-length batches padded to one of a handful
+# The recipes' default `pad_to_multiple_of` (recipes/arguments.py): variable-length batches padded to one of a handful
 # of lengths, so torch.compile and cuFFT see few shapes; the collators themselves pad to the longest unless given one.
 PAD_MULTIPLE = 64
 EPOCH_KEY, INDEX_KEY = "spt_epoch", "spt_index"  # where an example says which read of which example it is

@@ -3,7 +3,7 @@
 Every architecture, built-in or from a plugin, enters through `add_architecture` (the public
 `spt_hf.register_architecture` adds the Auto-class registration on top). Everything that needs the set of
 architectures reads it from here: the Auto-class registration (`spt_hf/__init__.py`), the package's exports, the model
-types a recipe may name (`MODEL_TYPES`), the presets of plugins (`training/presets.py`) and the tests that check every
+types a recipe may name (`MODEL_TYPES`), the presets of plugins (`recipes/presets.py`) and the tests that check every
 built-in architecture has its tiny config, recipes and benchmark settings. `ARCHITECTURES` and `MODEL_TYPES` are live
 lists: a plugin registered later appears in them.
 """

@@ -199,8 +199,8 @@ class MixerConformance:
         assert math.isfinite(loss.item()) and not bad, f"bf16 autocast gradients are finite: not for {bad[:3]}"
 
     def recipes(self, architecture, tmp_path):
+        from ..recipes.presets import recipes_for_task
         from ..training import load_recipe
-        from ..training.presets import recipes_for_task
 
         name = self.preset_name or architecture.name
         values = recipes_for_task("digits", {"input_kind": "tokens"}, [name], "tiny", max_steps=5)
@@ -211,7 +211,7 @@ class MixerConformance:
     def counted_flops(self, architecture, identity_mixers: bool = False) -> int:
         """FLOPs of one training step (forward and backward) of the tiny model under spt_hf's counter (the one the
         estimate and the recorded compute use), optionally with every mixer replaced by the identity."""
-        from ..training.flops import flop_counter
+        from ..cost.flops import flop_counter
 
         model = self.build(architecture, "AutoModel").train()
         if identity_mixers:
@@ -229,7 +229,7 @@ class MixerConformance:
         with_mixers, without = self.counted_flops(architecture), self.counted_flops(architecture, identity_mixers=True)
         assert with_mixers > without, (
             f"estimate counts the mixer's FLOPs: a training step counts {with_mixers} with the mixers and {without} "
-            "with identities in their place; give the mixer's custom operators a FLOP formula (spt_hf.training.flops)"
+            "with identities in their place; give the mixer's custom operators a FLOP formula (spt_hf.cost.flops)"
         )
         estimate = estimate_phase(self.recipes(architecture, tmp_path)[0], "spt", max_measure_length=64)
         assert estimate.flops_per_example > 0, "estimate counts FLOPs: it counted none for the SPT step"

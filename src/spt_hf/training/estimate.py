@@ -2,8 +2,8 @@
 
 The model and its collator are those the phase builds (`pipeline.phase_model` from scratch: a finetuning phase from
 a checkpoint has the same architecture and cost; `pipeline.phase_collator`). Its step is measured at batch 1 and 3 on
-inputs of the length the recipe's data has (`data_length`), without computing its products (`training/measure.py`):
-FLOPs, counted as a trained phase records them (`training/flops.py`), and the activation memory autograd saves, each
+inputs of the length the recipe's data has (`data_length`), without computing its products (`cost/measure.py`):
+FLOPs, counted as a trained phase records them (`cost/flops.py`), and the activation memory autograd saves, each
 per example and per batch.
 
 A phase needs the activations at its `per_device_train_batch_size`, plus parameters, gradients and AdamW's two moment
@@ -34,14 +34,14 @@ import numpy as np
 import pyarrow.compute as pc
 import torch
 
+from ..cost.measure import fit_length, measure_step
 from ..data import get_task_spec
 from ..data.collators import padded_length
 from ..data.generators import generated_lengths
 from ..data.loading import cache_path
 from ..data.spec import DataFormatError, Normalization, TaskSpec
 from ..phases import PHASE_COMMANDS
-from .arguments import Recipe
-from .measure import fit_length, measure_step
+from ..recipes.arguments import Recipe
 from .pipeline import phase_collator, phase_model
 from .task_data import TaskData, backbone_tokenizer_source
 

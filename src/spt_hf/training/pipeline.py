@@ -29,6 +29,7 @@ from ..checkpoints import (
     verify_loaded_tensors,
     write_directory_atomically,
 )
+from ..cost.compute import phase_compute
 from ..data import (
     CausalSPTCollator,
     ClassificationCollator,
@@ -43,9 +44,8 @@ from ..data.spec import TaskSpec
 from ..hub import ensure_push_credentials, push_phase
 from ..phases import BASELINE_PHASE, FINETUNE_PHASE, SPT_PHASE, start_kind
 from ..preprocessing import processing_class, write_task_card
-from .arguments import PHASE_FIELDS, Recipe, refuse_packing, spt_bidirectional
-from .compute import phase_compute
-from .recipes import validate_recipe
+from ..recipes.arguments import PHASE_FIELDS, Recipe, refuse_packing, spt_bidirectional
+from ..recipes.loading import validate_recipe
 from .results import phase_results, write_results
 from .run_folder import PhaseState, in_phase_dir, latest_complete_checkpoint, open_phase
 from .task_data import TaskData, load_task_data

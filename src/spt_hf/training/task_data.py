@@ -18,7 +18,7 @@ from ..data import (
     get_task_spec,
     load_task,
 )
-from .arguments import Recipe
+from ..recipes.arguments import Recipe
 
 
 @dataclass

@@ -16,7 +16,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from ..phases import TUNE_STORAGE
-from .rows import TRIAL_FILE
+from ..report.rows import TRIAL_FILE
 from .trainer import agreed_max
 
 PRUNERS = ("none", "median")

@@ -1,6 +1,6 @@
 """The schema of a recipe: the argument dataclasses (data, model, SPT objective, phase bookkeeping, training), the
 resolved `Recipe` and the key sets the checks use. A recipe is a flat YAML file whose keys are fields of the dataclasses
-below, of transformers' `TrainingArguments`, or of the model's config class; `training/recipes.py` finds, reads and
+below, of transformers' `TrainingArguments`, or of the model's config class; `recipes/loading.py` finds, reads and
 checks one (`load_recipe`).
 
 The phases have one name each, used by the CLI, the recipe file, the run sub-folder and results.json: see

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..phases import BASELINE_KINDS, FINETUNE_PHASE, FINETUNING_PHASES, StartKind, recorded_start_kind
-from .results import RESULTS_FILE
+from ..training.results import RESULTS_FILE
 
 # Recipe entries that differ between the runs of one row without making them different experiments.
 NOT_A_VARIANT = ("training.seed", "model.model_name_or_path", "init.weights_sha256", "world_size")

@@ -27,7 +27,7 @@ from ..phases import StartKind
 from .plots import plot_learning_curves, plot_test_metrics
 from .rows import KIND_NAMES, Row, Run, comparison_rows, find_results, metric_scale
 from .statistics import ALPHA, MIN_PAIRS, Paired, by_seed, paired_difference
-from .tune_report import find_study, read_tuning, search_cost, tuned_keys, tuned_label, tuning_section
+from .tuning import find_study, read_tuning, search_cost, tuned_keys, tuned_label, tuning_section
 
 SSM_TYPES = ("spt_s4", "spt_dlr")
 TRANSFORMER_TYPE = "spt_rotary_transformer"

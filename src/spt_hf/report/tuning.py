@@ -148,7 +148,7 @@ def _number(value) -> str:
 
 
 def _duration(seconds: float | None) -> str:
-    from .report import _duration as duration  # (one home for how the report writes a duration)
+    from .comparison import _duration as duration  # (one home for how the report writes a duration)
 
     return duration(seconds)
 

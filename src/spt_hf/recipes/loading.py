@@ -1,5 +1,5 @@
 """Recipe loading: find a recipe by path or shipped name, read its YAML, apply `--key value` overrides and check
-everything, against the schema of `training/arguments.py`. Every check of a recipe happens in `load_recipe`, before any
+everything, against the schema of `recipes/arguments.py`. Every check of a recipe happens in `load_recipe`, before any
 data is loaded: unknown keys and wrong types, values out of range, the SPT objective against `bidirectional`, and a
 recipe given to the wrong phase.
 
@@ -31,7 +31,7 @@ from .arguments import (
     spt_bidirectional,
 )
 
-RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
+RECIPES_DIR = Path(__file__).resolve().parent  # the YAML recipes are this package's data
 
 
 def parse_overrides(argv: list[str]) -> dict:

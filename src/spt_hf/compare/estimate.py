@@ -5,7 +5,7 @@ import dataclasses
 import sys
 import time
 
-from .estimate import counted, estimate_phase
+from ..training.estimate import counted, estimate_phase
 
 
 def estimate_jobs(jobs, device_memory_gb: float = 80.0, max_measure_length: int | None = None):

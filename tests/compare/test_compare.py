@@ -299,7 +299,7 @@ def test_the_papers_whole_table_plans_every_pair_that_exists_with_the_option(tmp
     """DLR has recipes for four of the six LRA tasks: without the option the error names it; with it, every other pair
     is planned and the missing ones are listed in the plan and in the report."""
     from spt_hf.compare import build_plan
-    from spt_hf.training.report import report
+    from spt_hf.report.comparison import report
 
     tasks = ["listops", "text", "retrieval", "image", "pathfinder", "pathx"]
     architectures = ["transformer", "s4", "dlr", "mega", "spade", "linformer", "performer", "pythia70m"]
@@ -346,7 +346,7 @@ def test_a_local_recipes_folder_is_used_only_when_named_and_the_plan_says_where_
     """A `recipes/` folder in the working directory (here an edited copy of the CPU pair, 7 steps) does not replace
     the shipped paper recipes: without --recipes_dir the shipped ones are planned (and the digits pair, which is
     among the CPU recipes only, is missing); named, the copy is planned; the plan's first line names the folder."""
-    from spt_hf.training.recipes import RECIPES_DIR
+    from spt_hf.recipes.loading import RECIPES_DIR
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "recipes").mkdir()

@@ -90,7 +90,7 @@ def test_a_machine_of_a_slurm_job_takes_its_rank_and_rendezvous_from_slurm(monke
 def test_a_process_seeing_several_gpus_is_refused_not_wrapped_in_data_parallel(tmp_path):
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
-    from spt_hf.training.arguments import PhaseTrainingArguments
+    from spt_hf.recipes.arguments import PhaseTrainingArguments
     from spt_hf.training.trainer import PhaseTrainer
 
     args = PhaseTrainingArguments(output_dir=str(tmp_path), eval_strategy="no", load_best_model_at_end=False)

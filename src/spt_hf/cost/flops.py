@@ -1,6 +1,6 @@
 """How spt_hf counts FLOPs: one table of formulas for torch's flop counter, used wherever a FLOP is counted.
 
-A phase's recorded cost (results.json's `compute`, `training/compute.py`) and the dry run's estimate of it
+A phase's recorded cost (results.json's `compute`, `cost/compute.py`) and the dry run's estimate of it
 (`training/estimate.py`) both count with `flop_counter()`, so the two count the same operations by construction.
 
 torch's own formulas: 2·M·N·K per matrix product (`mm`, `addmm`, `bmm`, `baddbmm`), convolutions and the CUDA

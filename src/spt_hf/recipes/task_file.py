@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from .recipes import DuplicateKeyError, load_yaml
+from .loading import DuplicateKeyError, load_yaml
 
 TASK_FILE_KEYS = ("task", "task_options")
 

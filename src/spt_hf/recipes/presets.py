@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..data import get_task_spec
 from ..phases import FINETUNE_PHASE, SPT_PHASE
-from .recipes import RECIPES_DIR, load_recipe, read_recipe_file
+from .loading import RECIPES_DIR, load_recipe, read_recipe_file
 
 PRESETS = ("tiny", "small", "paper")
 CPU_FOLDER = RECIPES_DIR / "cpu"
@@ -285,7 +285,7 @@ def task_file_recipes(
     max_steps: int | None = None,
     num_train_epochs: float | None = None,
 ) -> tuple[dict[str, tuple[dict, str]], str]:
-    """The `sourced_recipes` of a task file (`training/task_file.py`), named after the file (`name`), and the line
+    """The `sourced_recipes` of a task file (`recipes/task_file.py`), named after the file (`name`), and the line
     their headers start with."""
     from .task_file import read_task_file
 

@@ -3,7 +3,7 @@
 `count_step` takes a forward and backward pass on synthetic examples of a given length (`synthetic_examples`: random
 tokens, values or levels, and labels), collated by the phase's own collator. Measured on each step:
 
-- FLOPs, by spt_hf's flop counter (`training/flops.py`, the one a trained phase records its cost with: matrix
+- FLOPs, by spt_hf's flop counter (`cost/flops.py`, the one a trained phase records its cost with: matrix
   products, convolutions, attention, FFTs and spt_hf's custom operators; element-wise operations are not counted);
 - activation memory: the bytes of every distinct storage autograd saves for the backward pass
   (`SavedActivations`, `torch.autograd.graph.saved_tensors_hooks`), parameters excluded.

@@ -2,7 +2,7 @@
 
 `phase_compute` takes one batch of the phase's training set (its first `per_device_train_batch_size` examples,
 collated by the phase's own collator, so padded as training pads them), runs forward and backward on it under spt_hf's
-flop counter (`training/flops.py`: torch's formulas, completed for FFTs, the CPU attention kernel and spt_hf's custom
+flop counter (`cost/flops.py`: torch's formulas, completed for FFTs, the CPU attention kernel and spt_hf's custom
 operators; the same counter as the dry run's estimate), and multiplies: FLOPs per optimiser step = the counted
 micro-batch × gradient-accumulation steps × processes; the phase's FLOPs = that × its optimiser steps. The
 parameters' gradients are taken with `torch.autograd.grad` (the same backward, without touching `.grad`, the
@@ -63,5 +63,5 @@ def phase_compute(trainer) -> dict:
         "counted_batch": {k: list(v.shape) for k, v in inputs.items() if isinstance(v, torch.Tensor)},
         "flops_by_operation": by_op,
         "count_seconds": round(time.perf_counter() - start, 4),
-        "method": "torch.utils.flop_counter.FlopCounterMode on one forward + backward (spt_hf.training.compute)",
+        "method": "torch.utils.flop_counter.FlopCounterMode on one forward + backward (spt_hf.cost.compute)",
     }
