@@ -19,17 +19,12 @@ from typing import Any
 import datasets
 import numpy as np
 
+from .cache import default_cache_dir
 from .spec import DataFormatError, Source, TaskSpec
 from .tasks import get_task_spec
 
 CACHE_VERSION = 2  # 2: continuous values stored flat, 8-bit sources as uint8
 VALIDATION_FROM = ("train", "test")
-
-
-def default_cache_dir() -> Path:
-    """``$SPT_HF_CACHE`` if set, else ``~/.cache/spt_hf/tasks``."""
-    env = os.environ.get("SPT_HF_CACHE")
-    return Path(env).expanduser() if env else Path("~/.cache/spt_hf/tasks").expanduser()
 
 
 def cache_key(spec: TaskSpec, source: Source) -> str:
