@@ -144,7 +144,7 @@ def test_groups_stay_in_one_split_and_lengths_follow_the_options(monkeypatch, tm
     assert key == custom_task.inference_key(dict(options))
     parts, _ = custom_task.views(
         {"train": datasets.Dataset.from_dict(splits["train"])},
-        custom_task._label_plan(loaded_spec.inference["labels"]),
+        loaded_spec.inference.labels,
         options,
         "patient",
     )
@@ -227,4 +227,4 @@ def test_the_name_option_names_the_task_without_inferring_again(monkeypatch, tmp
     options = use_source(monkeypatch, tmp_path, text_splits())
     assert get_task_spec("custom", **options).name == "source"
     named = get_task_spec("custom", **{**options, "name": "reviews"})
-    assert named.name == "reviews" and named.inference["key"] == get_task_spec("custom", **options).inference["key"]
+    assert named.name == "reviews" and named.inference.key == get_task_spec("custom", **options).inference.key
