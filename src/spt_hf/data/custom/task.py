@@ -1,11 +1,12 @@
 """``task: custom``: a :class:`~spt_hf.data.spec.TaskSpec` whose every field is inferred from the user's data.
 
 ``task_options`` name the source and, optionally, the columns and preprocessing (docs/own-data.md); the rest is
-inferred from the train split by :func:`~.infer.infer`. The inference is cached (a JSON file under the task cache,
-keyed by the options and the size and mtime of every source file) and memoised in the process, so building the spec
-again (``compare``, ``estimate`` and training all do) costs a directory listing. The result is a plain spec: token
-inputs get a fitted :class:`~spt_hf.data.vocab.Vocabulary` and a ``tokenization``; continuous inputs get their
-channels and a normalisation fitted on train (or per series). ``task_card`` is the JSON-able task card.
+inferred from the train split by :func:`~.infer.infer`, an :class:`~.infer.Inference`. The inference is cached (a
+JSON file under the task cache, keyed by the options and the size and mtime of every source file) and memoised in the
+process, so building the spec again (``compare``, ``estimate`` and training all do) costs a directory listing. The
+result is a plain spec: token inputs get a fitted :class:`~spt_hf.data.vocab.Vocabulary` and a ``tokenization``;
+continuous inputs get their channels and a normalisation fitted on train (or per series). ``task_card`` is the
+JSON-able task card.
 """
 
 from __future__ import annotations
