@@ -5,7 +5,6 @@ launcher (local processes, Slurm through submitit, Ray), then the report. Option
 import argparse
 from pathlib import Path
 
-from ..tuning import TUNE_OPTIONS, TuneSpec
 from .estimate import add_estimate_options
 from .options import add_command, spellings
 from .recipes import add_task_recipe_options
@@ -125,6 +124,7 @@ def spec_values(args, rest: list[str], fields) -> dict:
     launchers' options into their own mappings, the trailing `--key value` pairs into `overrides`, and `tune` with
     the `tune_*` keys into one `TuneSpec` (or None)."""
     from ..recipes.loading import parse_overrides, read_recipe_file
+    from ..tuning import TUNE_OPTIONS, TuneSpec
 
     values = read_recipe_file(Path(args.config)) if args.config else {}
     for key in [*fields, *TUNE_OPTIONS]:
