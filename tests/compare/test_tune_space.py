@@ -218,3 +218,28 @@ def test_a_study_database_that_cannot_be_opened_is_one_line_without_its_password
     with pytest.raises(ValueError, match=rf"^--tune_storage .*: cannot open the study database \(({reason})") as info:
         run_tuning(config, untuned(config), fake_launcher([], {}))
     assert "\n" not in str(info.value) and "secret" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        (dict(tune=True, tune_pruner="mean"), "`tune_pruner`='mean'; expected one of ['none', 'median']"),
+        (dict(tune=True, tune_trials=0), "`tune_trials` must be a positive integer, got 0"),
+        (dict(tune=True, tune_max_steps=2.5), "`tune_max_steps` must be a positive integer, got 2.5"),
+        (dict(tune_spt=True), "go with --tune"),
+        (dict(tune=False, tune_pruner="median"), "go with --tune"),
+    ],
+)
+def test_the_search_options_are_one_tune_spec_checked_in_one_line(values, message):
+    with pytest.raises(ValueError) as info:
+        TuneSpec.from_options(dict(values))
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_search_options_leave_the_comparison_keys_and_without_tune_there_is_no_search():
+    values = {"tasks": ["digits"], "tune": True, "tune_trials": 4, "tune_pruner": "median", "tune_max_steps": None}
+    assert TuneSpec.from_options(values) == TuneSpec(trials=4, pruner="median")
+    assert values == {"tasks": ["digits"]}
+    assert TuneSpec.from_options({"tune_trials": 5}) is None
+    with pytest.raises(ValueError, match=r"^`tune`=True; give a spt_hf.tuning.TuneSpec"):
+        CompareSpec(tasks=["digits"], architectures=["dlr"], tune=True)

@@ -87,3 +87,14 @@ def test_the_estimate_costs_the_seeded_phases_with_the_chosen_values_once_the_se
     after = capsys.readouterr().out
     assert "costed with the values the search chose (tuning.json)" in after
     assert batch_column(after, "scratch") == batch_column(after, "finetune") == "5 x 1"
+
+
+def test_the_yaml_keys_of_a_search_still_configure_it(tmp_path, capsys):
+    config = tmp_path / "compare.yaml"
+    config.write_text(
+        "tasks: [digits]\narchitectures: [dlr]\nseeds: [0]\nrecipes_dir: recipes/cpu\n"
+        f"output_dir: {tmp_path / 'cmp'}\ntune: true\ntune_trials: 2\ntune_max_steps: 3\ntune_pruner: median\n"
+    )
+    assert cli_main(["compare", "--config", str(config), "--dry_run", "--total_steps=4"]) == 0
+    out = capsys.readouterr().out
+    assert "tune: 2 studies x 2 trials (3 steps each; at most: the pruner stops some early)" in out
