@@ -199,7 +199,7 @@ def test_other_splits_are_left_out_and_unlabelled_class_label_rows_refused(monke
     options = use_source(monkeypatch, tmp_path, splits, dict.fromkeys(splits, features))
     assert set(get_task_spec("custom", **options).task_card["splits"]) == {"train", "validation", "test"}
     splits = {"train": labelled, "test": {"text": ["ab", "zz"], "label": [0, -1]}}
-    with pytest.raises(DataFormatError, match="test row 1: no label in column 'label'; fill it in or drop the row"):
+    with pytest.raises(DataFormatError, match="test row 2: no label in column 'label'; fill it in or drop the row"):
         get_task_spec("custom", **use_source(monkeypatch, tmp_path, splits, dict.fromkeys(splits, features)))
 
 

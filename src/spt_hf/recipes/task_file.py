@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,10 @@ def read_task_file(path: str | Path) -> tuple[str, dict[str, Any]]:
         raise ValueError(f"task file {path}: expected a mapping with `task:` (e.g. `task: custom`) and `task_options:`")
     unknown = sorted(set(values) - set(TASK_FILE_KEYS))
     if unknown:
+        close = [f"`{m}`" for key in unknown for m in difflib.get_close_matches(str(key), TASK_FILE_KEYS, 1, 0.7)]
+        hint = f"did you mean {' or '.join(dict.fromkeys(close))}?" if close else "training settings go into recipes"
         raise ValueError(
-            f"task file {path}: unknown keys {unknown}; a task file holds only {list(TASK_FILE_KEYS)} "
-            "(training settings go into recipes)"
+            f"task file {path}: unknown keys {unknown}; a task file holds only {list(TASK_FILE_KEYS)}; {hint}"
         )
     options = values.get("task_options") or {}
     if not isinstance(options, dict):

@@ -98,12 +98,16 @@ def _ts_pair(root: Path) -> dict[str, list[Path]] | None:
 
 
 def _class_files(folder: Path) -> dict[str, list[Path]]:
-    """label -> files (sorted) of ``folder/<label>/<file>``; hidden entries skipped."""
+    """label -> files (sorted) of ``folder/<label>/<file>``; hidden entries skipped. A class folder without files
+    is a one-line error (a class silently missing from the task would change what is learned)."""
     out = {}
     for label_dir in sorted((p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")), key=_name_key):
         files = sorted(p for p in label_dir.rglob("*") if p.is_file() and not p.name.startswith("."))
-        if files:
-            out[label_dir.name] = files
+        if not files:
+            raise FileNotFoundError(
+                f"custom task: class folder {label_dir} holds no files; put its examples in it or remove it"
+            )
+        out[label_dir.name] = files
     return out
 
 
@@ -116,6 +120,11 @@ def read_class_folders(root: Path, cache_dir: Path | None) -> RawSource:
     tops = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
     if tops and all(p.name.lower() in SPLIT_WORDS for p in tops):
         layout = {SPLIT_WORDS[p.name.lower()]: _class_files(p) for p in tops}
+        empty = next((p for p in tops if not layout[SPLIT_WORDS[p.name.lower()]]), None)
+        if empty is not None and any(layout.values()):
+            raise FileNotFoundError(
+                f"custom task: split folder {empty} holds no class folders <label>/<file>; fill it or remove it"
+            )
     else:
         layout = {"train": _class_files(root)}
     if not any(layout.values()):

@@ -1,10 +1,10 @@
 """The file formats a custom task reads: one table, :data:`FORMATS`, one :class:`Format` row per format.
 
-A row says how the format is detected (the file's suffix; UCR's whitespace text says nothing in its suffix, so it is
-chosen by ``format: ucr`` only), how its files are read, and the reader's defaults. csv, tsv, json/jsonl, parquet,
-arrow and txt go through ``datasets``' packaged builders (an Arrow cache under ``cache_dir``, memory-mapped);
-``.ts``, UCR text, FASTA and ``.npz`` through our readers (:mod:`.readers`), which also end in an Arrow cache.
-Adding a format is adding a row.
+A row says how the format is detected (the file's suffix, or for UCR text, whose suffix says nothing, the file's
+name and first line: :func:`.readers.is_ucr_file`), how its files are read, and the reader's defaults. csv, tsv,
+json/jsonl, parquet, arrow and txt go through ``datasets``' packaged builders (an Arrow cache under ``cache_dir``,
+memory-mapped); ``.ts``, UCR text, FASTA and ``.npz`` through our readers (:mod:`.readers`), which also end in an
+Arrow cache. Adding a format is adding a row.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ class Format:
         defaults: the reader's settings: for a packaged format, the ``datasets`` ``builder`` and its options
             (``sep``).
         columns_info: what the columns the reader makes hold (``spt-hf inspect``).
+        sniff: ``sniff(path)`` is True for a file of this format whatever its suffix (looked at before the
+            suffixes); ``None``: the suffix alone decides.
     """
 
     name: str
@@ -44,6 +46,7 @@ class Format:
     read: Callable[[Format, Splits, Path | None], Read]
     defaults: Mapping[str, Any] = field(default_factory=dict, hash=False)
     columns_info: Mapping[str, str] = field(default_factory=dict, hash=False)
+    sniff: Callable[[Path], bool] | None = None
 
     def matches(self, path: Path) -> bool:
         """Whether ``path``'s suffix selects this format."""
@@ -61,13 +64,19 @@ def class_label_hint(splits: dict[str, datasets.Dataset]) -> LabelHint | None:
     return LabelHint(readers.CLASSIFICATION, names, f"ClassLabel feature {column!r} ({len(names)} names)", column)
 
 
-def _check_header(path: Path, sep: str) -> None:
-    """A csv/tsv's first line must be a header: all numbers there is UCR text or a file without one."""
-    with open(path, "rb") as f:
-        first = f.readline(1 << 20).decode("utf-8", errors="replace")
-    fields = first.strip().split(sep)
+def _check_first_line(path: Path, builder: str, sep: str) -> None:
+    """A csv/tsv's first line must be a header: all numbers there is UCR text or a file without one. A text file
+    of UCR rows (a class, then the values) under a name the archive does not use is UCR text too."""
+    first = readers.first_line(path)
+    if builder == "text":
+        if readers.ucr_row(first):
+            raise DataFormatError(
+                f"{path}:1: a line of numbers (a class, then the values) is UCR text, which has no text column; set "
+                "task_options.format: ucr (files named <Name>_TRAIN.txt / <Name>_TEST.txt are found without it)"
+            )
+        return
     try:
-        [float(x) for x in fields]
+        [float(x) for x in first.strip().split(sep)]
     except ValueError:
         return
     raise DataFormatError(
@@ -103,9 +112,9 @@ def _load_packaged(fmt: Format, split: str, paths: list[Path], cache_dir: Path |
 
 def read_packaged(fmt: Format, splits: Splits, cache_dir: Path | None) -> Read:
     """Every split through ``fmt.defaults["builder"]``; a ``ClassLabel`` feature is the label hint."""
-    if fmt.defaults["builder"] == "csv":
+    if fmt.defaults["builder"] in ("csv", "text"):
         for path in (p for paths in splits.values() for p in paths):
-            _check_header(path, fmt.defaults.get("sep", ","))
+            _check_first_line(path, fmt.defaults["builder"], fmt.defaults.get("sep", ","))
     out = {split: _load_packaged(fmt, split, paths, cache_dir) for split, paths in splits.items()}
     return out, class_label_hint(out)
 
@@ -152,7 +161,7 @@ FORMATS = (
     Format("arrow", (".arrow",), read_packaged, {"builder": "arrow"}),
     Format("text", (".txt",), read_packaged, {"builder": "text"}),
     Format("ts", (".ts",), read_ts, columns_info=readers.SERIES_INFO),
-    Format("ucr", (), read_ucr, columns_info=readers.SERIES_INFO),
+    Format("ucr", (), read_ucr, columns_info=readers.SERIES_INFO, sniff=readers.is_ucr_file),
     Format("fasta", (".fa", ".fasta", ".fna"), read_fasta),
     Format("npz", (".npz",), read_npz, columns_info=readers.SERIES_INFO),
 )
@@ -171,8 +180,9 @@ def format_named(name: str | None) -> Format | None:
 
 
 def detect(path: Path) -> Format | None:
-    """The row whose suffix ``path`` has, else ``None``."""
-    return next((f for f in FORMATS if f.matches(path)), None)
+    """The row whose ``sniff`` takes ``path``, else the row whose suffix it has, else ``None``."""
+    sniffed = next((f for f in FORMATS if f.sniff is not None and f.sniff(path)), None)
+    return sniffed or next((f for f in FORMATS if f.matches(path)), None)
 
 
 def format_of(paths: list[Path], fmt: Format | None) -> Format:

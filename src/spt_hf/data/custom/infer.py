@@ -200,9 +200,7 @@ def infer(raw: RawSource, options: dict[str, Any]) -> Inference:
     parts, origin = views(splits, labels, options, group)
     taken = {label_column, group, id_column}
     inputs = choose_input_columns(splits["train"].features, options, taken, f"{where} train")
-    train_ds, train_rows = parts["train"]
-    train_view = train_ds.select(train_rows) if train_rows is not None else train_ds
-    plan = detect_plan(train_view, inputs, options, f"{where} train")
+    plan = detect_plan(*parts["train"], inputs, options, f"{where} train")
     stats = {
         s: scan_split(ds, rows, plan, labels, group, f"{where} {read_from(s, origin)}")
         for s, (ds, rows) in parts.items()

@@ -53,17 +53,20 @@ INPUT_COLUMNS = (
 
 
 def iter_rows(ds: datasets.Dataset, rows: np.ndarray | None, columns: list[str]) -> Iterator[tuple[int, dict]]:
-    """(source row number, row) of ``ds`` (restricted to ``rows``), read in batches of the needed columns only."""
+    """(row number in the source split, counting from 1 as messages say it, row) of ``ds`` (restricted to ``rows``),
+    read in batches of the needed columns only."""
     view = ds.select_columns(columns)
     if rows is not None:
         view = view.select(rows)
     for start, batch in enumerate(view.iter(batch_size=512)):
         for i in range(len(batch[columns[0]])):
             index = start * 512 + i
-            yield int(rows[index]) if rows is not None else index, {c: batch[c][i] for c in columns}
+            yield (int(rows[index]) if rows is not None else index) + 1, {c: batch[c][i] for c in columns}
 
 
-def _floats(value: Any) -> np.ndarray:
+def _floats(value: Any, where: str, column: str) -> np.ndarray:
+    """The float64 array of a row's value; ``None``, ``?`` and empty text are NaN; ragged channels and text that is
+    no number are one-line errors naming the row."""
     try:
         return np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
@@ -74,9 +77,19 @@ def _floats(value: Any) -> np.ndarray:
             return [one(x) for x in v]
         if v is None or (isinstance(v, str) and v.strip() in ("?", "", "nan", "NaN")):
             return np.nan
+        if _floats_or_none(str(v)) is None:
+            raise DataFormatError(f"{where}: column {column!r} holds {v!r}, not a number; fix the row")
         return float(v)
 
-    return np.asarray(one(value), dtype=np.float64)
+    nested = one(value)
+    if isinstance(nested, list) and any(isinstance(v, list) for v in nested):
+        lengths = [len(v) if isinstance(v, list) else 1 for v in nested]
+        if len(set(lengths)) > 1:
+            raise DataFormatError(
+                f"{where}: column {column!r} holds lists of different lengths {lengths[:8]}: a series' channels "
+                "(or each step's channels) must be equally long; make them equal"
+            )
+    return np.asarray(nested, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -119,15 +132,15 @@ class InputPlan:
     def series(self, row: dict, where: str) -> np.ndarray:
         """The ``(L, C)`` float64 values of a continuous row, missing values handled by ``missing``."""
         if self.layout == "steps":
-            values = _floats([row[c] for c in self.columns]).reshape(-1, 1)
+            values = _floats([row[c] for c in self.columns], where, ", ".join(self.columns)).reshape(-1, 1)
         elif self.layout == "stacked":
-            parts = [_floats(row[c]).reshape(-1) for c in self.columns]
+            parts = [_floats(row[c], where, c).reshape(-1) for c in self.columns]
             if len({len(p) for p in parts}) > 1:
                 lengths = {c: len(p) for c, p in zip(self.columns, parts, strict=True)}
                 raise DataFormatError(f"{where}: channel columns of unequal lengths {lengths}; make them equal")
             values = np.stack(parts, axis=1)
         else:
-            values = _floats(row[self.columns[0]])
+            values = _floats(row[self.columns[0]], where, self.columns[0])
             values = values.reshape(-1, 1) if values.ndim == 1 else values
             values = values.T if self.layout == "channels_first" and values.ndim == 2 else values
         if values.ndim != 2 or values.shape[1] != self.num_channels:
@@ -204,9 +217,12 @@ def choose_input_columns(
     raise DataFormatError(f"{where}: cannot tell the input column; columns: {columns}; set input_column")
 
 
-def detect_plan(train: datasets.Dataset, columns: tuple[str, ...], options: dict[str, Any], where: str) -> InputPlan:
-    """The input plan from the train split: kind, tokenizer and vocabulary, or layout and channels."""
-    first = next(iter_rows(train, None, list(columns)))[1]
+def detect_plan(
+    train: datasets.Dataset, rows: np.ndarray | None, columns: tuple[str, ...], options: dict[str, Any], where: str
+) -> InputPlan:
+    """The input plan from the train split's ``rows`` (all when ``None``): kind, tokenizer and vocabulary, or layout
+    and channels. Messages name rows by their number in ``train``."""
+    first = next(iter_rows(train, rows, list(columns)))[1]
     sample = first[columns[0]]
     tokenizer = options.get("tokenizer")
     if tokenizer is not None and tokenizer not in TOKENIZERS:
@@ -216,13 +232,14 @@ def detect_plan(train: datasets.Dataset, columns: tuple[str, ...], options: dict
             raise ValueError(
                 f"{where}: input column {columns[0]!r} holds binary data; use one input column and tokenizer: bytes"
             )
-        return _token_plan(train, columns[:1], "bytes", options)
+        return _token_plan(train, rows, columns[:1], "bytes", options, where)
     is_text = isinstance(sample, str) and len(columns) == 1 and _floats_or_none(sample) is None
     if tokenizer is not None or is_text or (isinstance(sample, list) and sample and isinstance(sample[0], str)):
         if len(columns) > 1:
             raise ValueError(f"token inputs read one column, got input_columns {list(columns)}; give one")
-        return _token_plan(train, columns, tokenizer or ("chars" if isinstance(sample, str) else "whitespace"), options)
-    return _series_plan(train, columns, sample, options, where)
+        tokenizer = tokenizer or ("chars" if isinstance(sample, str) else "whitespace")
+        return _token_plan(train, rows, columns, tokenizer, options, where)
+    return _series_plan(train, rows, columns, sample, options, where)
 
 
 _PRETRAINED: dict[str, Any] = {}
@@ -264,7 +281,14 @@ def _floats_or_none(text: str) -> float | None:
         return None
 
 
-def _token_plan(train: datasets.Dataset, columns: tuple[str, ...], tokenizer: str, options: dict) -> InputPlan:
+def _token_plan(
+    train: datasets.Dataset,
+    rows: np.ndarray | None,
+    columns: tuple[str, ...],
+    tokenizer: str,
+    options: dict,
+    where: str,
+) -> InputPlan:
     strip = options.get("strip_patterns") or ()
     strip = (strip,) if isinstance(strip, str) else tuple(strip)
     plan = InputPlan(columns, "tokens", tokenizer, strip_patterns=strip)
@@ -281,13 +305,13 @@ def _token_plan(train: datasets.Dataset, columns: tuple[str, ...], tokenizer: st
             raise ValueError("tokenizer: alphabet needs the `alphabet` option, e.g. alphabet: ACGT")
         return InputPlan(columns, "tokens", tokenizer, tuple(dict.fromkeys(str(alphabet))), strip)
     counts: Counter = Counter()
-    for index, row in iter_rows(train, None, list(columns)):
-        counts.update(plan.tokens(row, f"train row {index}"))
+    for index, row in iter_rows(train, rows, list(columns)):
+        counts.update(plan.tokens(row, f"{where} row {index}"))
     keep = [s for s, n in counts.items() if n >= int(options.get("min_frequency") or 1)]
     if tokenizer == "ids":
         bad = next((s for s in keep if _floats_or_none(s) is None), None)
         if bad is not None:
-            raise DataFormatError(f"train: token {bad!r} is not an integer id; use tokenizer: whitespace")
+            raise DataFormatError(f"{where}: token {bad!r} is not an integer id; use tokenizer: whitespace")
         keep.sort(key=lambda s: (float(s), s))
     elif tokenizer == "chars":
         keep.sort()
@@ -297,7 +321,7 @@ def _token_plan(train: datasets.Dataset, columns: tuple[str, ...], tokenizer: st
 
 
 def _series_plan(
-    train: datasets.Dataset, columns: tuple[str, ...], sample: Any, options: dict, where: str
+    train: datasets.Dataset, rows: np.ndarray | None, columns: tuple[str, ...], sample: Any, options: dict, where: str
 ) -> InputPlan:
     missing = options.get("missing") or "error"
     normalization = options.get("normalization") or "train"
@@ -313,8 +337,8 @@ def _series_plan(
     if layout not in LAYOUTS:
         raise ValueError(f"layout={layout!r}; allowed: {list(LAYOUTS)}")
     first_dims, second_dims = set(), set()
-    for index, row in iter_rows(train, None, list(columns)):
-        shape = _floats(row[columns[0]]).shape
+    for index, row in iter_rows(train, rows, list(columns)):
+        shape = _floats(row[columns[0]], f"{where} row {index}", columns[0]).shape
         if len(shape) == 1:
             shape = (shape[0], 1)
         if len(shape) != 2:

@@ -108,9 +108,9 @@ def infer_labels(
     feature_names = tuple(feature.names) if isinstance(feature, datasets.ClassLabel) else None
     missing = next((i for i, v in enumerate(values) if v is None or (feature_names is not None and v < 0)), None)
     if missing is not None:
-        raise DataFormatError(f"{where} row {missing}: no label in column {column!r}; fill it in or drop the row")
+        raise DataFormatError(f"{where} row {missing + 1}: no label in column {column!r}; fill it in or drop the row")
     hint = hint if hint is not None and hint.column == column else None
-    problem, evidence = _problem_type(values, feature_names, hint, options, column)
+    problem, evidence = _problem_type(values, feature_names, hint, options, column, where)
     if problem not in PROBLEM_TYPES:
         raise ValueError(f"problem_type={problem!r}; allowed: {list(PROBLEM_TYPES)}")
     if problem == "regression":
@@ -135,8 +135,26 @@ def infer_labels(
     return LabelPlan(column, problem, tuple(names), evidence, feature_names)
 
 
+def _refuse_numbers_as_text(values: list[str], column: str, where: str) -> None:
+    """Text labels that all parse as numbers which integer-valued floats' rule would not take for classes (a
+    fraction, or more than :data:`MAX_FLOAT_CLASSES` values) are most likely a regression target stored as text:
+    a one-line error asking which, rather than hundreds of classes."""
+    distinct = set(values)
+    numbers = [_number(v) for v in distinct]
+    if any(n is None for n in numbers):
+        return
+    if all(n.is_integer() for n in numbers) and len(distinct) <= MAX_FLOAT_CLASSES:
+        return
+    example = next((v for v in values if not _number(v).is_integer()), values[0])  # the first fraction, in order
+    raise DataFormatError(
+        f"{where}: label column {column!r} holds text, but the labels all parse as numbers ({len(distinct)} "
+        f"distinct, e.g. {example!r}): a regression target? set problem_type: regression (or problem_type: "
+        "single_label_classification for classes)"
+    )
+
+
 def _problem_type(
-    values: list[Any], feature_names: Any, hint: LabelHint | None, options: dict[str, Any], column: str
+    values: list[Any], feature_names: Any, hint: LabelHint | None, options: dict[str, Any], column: str, where: str
 ) -> tuple[str, str]:
     if options.get("problem_type") is not None:
         return str(options["problem_type"]), "problem_type set in task_options"
@@ -145,6 +163,8 @@ def _problem_type(
     if hint is not None and hint.problem_type is not None:
         return hint.problem_type, hint.evidence
     kinds = {type(v) for v in values}
+    if kinds <= {str}:
+        _refuse_numbers_as_text(values, column, where)
     if kinds <= {str, bool}:
         return "single_label_classification", f"text values in column {column!r}"
     if kinds <= {int, bool}:

@@ -13,6 +13,8 @@ value of a ``label=VALUE`` word in the header, else the last ``|``-separated fie
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,7 +25,10 @@ from ..readers.timeseries import TS_FORMAT, iter_ts, read_ts_header
 from ..spec import DataFormatError, text_lines
 from .raw import LabelHint
 
-UCR_FORMAT = "UCR text: one series per line, the label first, then the values, separated by whitespace (tab or space)"
+UCR_FORMAT = "UCR text: one series per line, the label first, then the values, separated by whitespace or commas"
+UCR_NAME = re.compile(r".+_(TRAIN|TEST)")  # the archive's own file names (stem), upper case as it ships them
+UCR_SUFFIXES = ("", ".txt", ".tsv", ".csv")  # the endings the archive's releases use (2015: none, 2018: .tsv)
+UCR_SEPARATORS = re.compile(r"[\s,]+")
 FASTA_FORMAT = "FASTA: '>id label=VALUE' (or '>id|VALUE') header lines, each followed by sequence lines"
 NPZ_FORMAT = "an .npz file with arrays X (N, L) or (N, L, C) and y (N,), or X_<split> and y_<split>"
 CLASSIFICATION = "single_label_classification"
@@ -125,11 +130,43 @@ def ucr_label(text: str) -> str:
     return str(int(value)) if value.is_integer() else text
 
 
+def ucr_row(line: str) -> bool:
+    """Whether a line reads as a UCR series: two or more numbers (``?``/``NaN`` for missing values), separated by
+    whitespace or commas, the first an integral number (the class, ``1`` or ``1.0000000e+00``)."""
+    fields = UCR_SEPARATORS.split(line.strip())
+    try:
+        label = float(fields[0])
+        [float("nan" if f == "?" else f) for f in fields[1:]]
+    except ValueError:
+        return False
+    return len(fields) >= 2 and math.isfinite(label) and label.is_integer()
+
+
+def first_line(path: Path) -> str:
+    """The first non-blank line of a file (at most 1 MiB of it), decoded leniently: for sniffing only."""
+    with open(path, "rb") as f:
+        for raw in f:
+            line = raw[: 1 << 20].decode("utf-8", errors="replace").lstrip("\ufeff")
+            if line.strip():
+                return line
+    return ""
+
+
+def is_ucr_file(path: Path) -> bool:
+    """Whether ``path`` is a file of the UCR archive as it ships: named ``<Name>_TRAIN`` or ``<Name>_TEST`` (no
+    ending, ``.txt``, ``.tsv`` or ``.csv``) and starting with a :func:`ucr_row` (not a header of column names)."""
+    path = Path(path)
+    stem = path.name[: len(path.name) - len(path.suffix)]
+    if path.suffix.lower() not in UCR_SUFFIXES or not UCR_NAME.fullmatch(stem):
+        return False
+    return path.is_file() and ucr_row(first_line(path))
+
+
 def _gen_ucr(paths: str, stamp: str) -> Iterator[dict]:
     for path in _paths(paths):
         empty = True
         for lineno, line in text_lines(path, UCR_FORMAT, newline=None):
-            fields = line.split()
+            fields = UCR_SEPARATORS.split(line.strip()) if line.strip() else []
             if not fields:
                 continue
             where = f"{path}:{lineno}"

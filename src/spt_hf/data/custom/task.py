@@ -11,6 +11,7 @@ JSON-able task card.
 
 from __future__ import annotations
 
+import difflib
 import glob
 import hashlib
 import json
@@ -58,8 +59,21 @@ OPTION_KEYS = (
     "unseen_labels",
     "name",
 )
+# options whose value the spec takes from the inference (which read them), not from the options as given
+INFERRED_OPTIONS = ("normalization", "max_length", "label_names", "problem_type")
 _MEMO: dict[str, Inference] = {}
 _WARNED: set[str] = set()
+
+
+def did_you_mean(unknown: list[str], allowed: tuple[str, ...]) -> str:
+    """The end of an unknown-options message: the close matches of each unknown name (difflib), then the allowed."""
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, allowed, 3, cutoff=0.8)
+        if close:
+            hints.append(" or ".join(close) + (f" (for {name})" if len(unknown) > 1 else ""))
+    hint = f"; did you mean {', '.join(hints)}?" if hints else ""
+    return f"{hint}; allowed: {list(allowed)} (docs/own-data.md)"
 
 
 def read_task_source(options: dict[str, Any], cache_dir: Path) -> RawSource:
@@ -188,7 +202,7 @@ class CustomTask(TaskSpec):
         """Infer the task from the source the options name (cached); unknown options raise naming the allowed."""
         unknown = sorted(set(options) - set(cls.OPTIONS))
         if unknown:
-            raise TypeError(f"task 'custom' got unknown options {unknown}; allowed: {list(cls.OPTIONS)}")
+            raise TypeError(f"task 'custom' got unknown options {unknown}{did_you_mean(unknown, cls.OPTIONS)}")
         defaults = {"split_seed": 0, "validation_from": "train"}  # load_task passes them always
         plain = {k: _thawed(v) for k, v in options.items() if v is not None and defaults.get(k, ...) != v}
         if not any(plain.get(k) for k in ("data_files", "data_dir", "hub_id")):
@@ -197,7 +211,7 @@ class CustomTask(TaskSpec):
             )
         found = cached_inference({k: v for k, v in plain.items() if k != "name"})  # a name changes no inference
         _report_leakage(found, plain.get("leakage_check") or "warn")
-        fields = {k: _frozen(v) for k, v in plain.items() if k not in ("normalization", "max_length", "label_names")}
+        fields = {k: _frozen(v) for k, v in plain.items() if k not in INFERRED_OPTIONS}
         fields.setdefault("name", source_name(plain))
         labels, regression = found.labels, found.labels.problem_type == "regression"
         return cls(
