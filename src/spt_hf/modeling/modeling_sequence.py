@@ -24,17 +24,8 @@ from transformers.utils import can_return_tuple
 from .blocks import MaskedBatchNorm, SequenceEmbeddings, SequenceLayer, SequenceNorm
 from .cache import SequenceCache
 from .checkpoint_files import check_local_checkpoint
-from .configuration_sequence import SequenceModelConfig
+from .configuration_sequence import AUTO_CLASS_SUFFIXES, SequenceModelConfig
 from .precision import float32_module_patterns
-
-# Auto class -> class-name suffix of the head that serves it. Used to write a complete `auto_map` on save.
-AUTO_CLASS_SUFFIXES = {
-    "AutoModel": "Model",
-    "AutoModelForMaskedLM": "ForMaskedLM",
-    "AutoModelForCausalLM": "ForCausalLM",
-    "AutoModelForSequenceClassification": "ForSequenceClassification",
-    "AutoModelForRetrieval": "ForRetrieval",
-}
 
 
 class SequencePreTrainedModel(PreTrainedModel):
