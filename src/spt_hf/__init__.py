@@ -28,9 +28,10 @@ def __getattr__(name: str):
     """A public name: from `PUBLIC`'s module, or an architecture's class from the registry (`registry.exported`)."""
     if name.startswith("__") and name != "__all__":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    registry = import_module(".registry", __name__)  # here, not at the top: the command's `--help` skips torch
+    registry.register_auto_classes()  # done already, except in the command's process before its first public name
     if name in PUBLIC:
         return getattr(import_module(PUBLIC[name], __name__), name)
-    registry = import_module(".registry", __name__)  # here, not at the top: the command's `--help` skips torch
     if name == "__all__":
         return ["AutoModelForRetrieval", "MODEL_TYPES", *registry.exports()]
     return registry.exported(name)
