@@ -86,6 +86,10 @@ class SequencePreTrainedModel(PreTrainedModel):
     def save_pretrained(self, save_directory, *args, **kwargs):
         # transformers records only the saved class's own Auto class; a finetuning loader needs all of them.
         self.config.auto_map = self.full_auto_map()
+        cls = type(self)
+        if cls._auto_class is None:  # what registration sets (spt_hf registers lazily): the code is saved with it
+            name = f".{cls.__name__}"
+            cls._auto_class = next((auto for auto, ref in self.config.auto_map.items() if ref.endswith(name)), None)
         return super().save_pretrained(save_directory, *args, **kwargs)
 
 
