@@ -14,7 +14,7 @@ from .command import started_as_the_command
 
 __version__ = "0.1.0"
 
-# Public name -> the module defining it, imported on first read (`import spt_hf` stays as quick as torch's import).
+# Public name -> the module defining it, imported when the name is first read.
 PUBLIC = {
     "AutoModelForRetrieval": ".auto",
     "MODEL_TYPES": ".modeling.architectures",
