@@ -1,5 +1,8 @@
 """`spt_hf.register_architecture`: one call gives a mixer every head, the Auto classes, presets and the registry."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 from toy_mixers import ToyConfig, ToyMixer
@@ -64,3 +67,17 @@ def test_a_plugin_gets_tiny_and_small_presets_from_its_config(toy):
     assert "hidden_size" not in small["digits-toy-finetune.yaml"]  # the config's own default
     with pytest.raises(ValueError, match="no paper recipe"):
         recipes_for_task("digits", {"input_kind": "tokens"}, ["toy"], "paper")
+
+
+def test_a_model_built_from_its_class_saves_its_code(tmp_path):
+    """Registration loads model classes lazily: a class no Auto class has served yet still saves its modeling code
+    (remote code), as a registered one does (a fresh process, where nothing has looked S4 up)."""
+    script = (
+        "import sys\n"
+        "from spt_hf.modeling.configuration_s4 import S4Config\n"
+        "from spt_hf.modeling.modeling_s4 import S4ForSequenceClassification\n"
+        "config = S4Config(vocab_size=11, hidden_size=8, num_hidden_layers=1)\n"
+        "S4ForSequenceClassification(config).save_pretrained(sys.argv[1])\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True, capture_output=True)
+    assert (tmp_path / "modeling_s4.py").is_file() and (tmp_path / "configuration_s4.py").is_file()

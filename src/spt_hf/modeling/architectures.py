@@ -2,27 +2,24 @@
 
 Every architecture, built-in or from a plugin, enters through `add_architecture` (the public
 `spt_hf.register_architecture` adds the Auto-class registration on top). Everything that needs the set of
-architectures reads it from here: the Auto-class registration (`spt_hf/__init__.py`), the package's exports, the model
+architectures reads it from here: the Auto-class registration (`spt_hf/registry.py`), the package's exports, the model
 types a recipe may name (`MODEL_TYPES`), the presets of plugins (`recipes/presets.py`) and the tests that check every
 built-in architecture has its tiny config, recipes and benchmark settings. `ARCHITECTURES` and `MODEL_TYPES` are live
 lists: a plugin registered later appears in them.
+
+The built-in modeling modules are listed by name and imported on first use (`Architecture.module`): they import
+transformers' modeling code, which costs as much as torch itself, and a process that never builds a model (the
+`spt-hf` command's parsing, `estimate`, `report`) does not pay for it.
 """
 
+import importlib
 import types
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 
 from torch import nn
 
-from . import (
-    modeling_backbone,
-    modeling_dlr,
-    modeling_linformer,
-    modeling_mega,
-    modeling_performer,
-    modeling_rotary_transformer,
-    modeling_s4,
-    modeling_spade,
-)
 from .configuration_backbone import WrapperConfig
 from .configuration_dlr import DLRConfig
 from .configuration_linformer import LinformerConfig
@@ -30,33 +27,61 @@ from .configuration_mega import MegaConfig
 from .configuration_performer import PerformerConfig
 from .configuration_rotary_transformer import RotaryTransformerConfig
 from .configuration_s4 import S4Config
-from .configuration_sequence import SequenceModelConfig
+from .configuration_sequence import AUTO_CLASS_SUFFIXES, SequenceModelConfig
 from .configuration_spade import SpadeConfig
-from .mixer import model_classes_for
-from .modeling_sequence import AUTO_CLASS_SUFFIXES
 
 
 @dataclass
 class Architecture:
-    """One registered architecture. `name`: what `--architectures` and presets call it; `classes`: Auto class name ->
-    the class serving it; `plugin`/`version`: the distribution that provides it (None for spt_hf's own)."""
+    """One registered architecture. `name`: what `--architectures` and presets call it; `module_name`: the modeling
+    module that defines its classes; `plugin`/`version`: the distribution that provides it (None for spt_hf's own)."""
 
     name: str
     config_cls: type
-    module: types.ModuleType
-    classes: dict[str, type] = field(default_factory=dict)
+    module_name: str
     plugin: str | None = None
     version: str | None = None
 
+    @cached_property
+    def module(self) -> types.ModuleType:
+        """The modeling module, imported on first read (start-up time: it imports transformers' modeling code)."""
+        return importlib.import_module(self.module_name)
+
+    @cached_property
+    def classes(self) -> dict[str, type]:
+        """Auto class name -> the class serving it (imports the modeling module)."""
+        return model_classes(self.config_cls, self.module)
+
+    def class_names(self) -> list[str]:
+        """The names its classes have or would have (the config's and `<Prefix><suffix>` for every head kind), known
+        without running its module."""
+        prefix = self.config_cls.__name__.removesuffix("Config")
+        return [self.config_cls.__name__, *(prefix + suffix for suffix in AUTO_CLASS_SUFFIXES.values())]
+
+
+class ArchitectureModules(Sequence):
+    """(config class, module defining `<Prefix>Model` and `<Prefix>For<Head>`), one per registered architecture, in
+    the order of registration; an item's module is imported when the item is read."""
+
+    def __len__(self) -> int:
+        return len(REGISTRY)
+
+    def __getitem__(self, index: int) -> tuple[type, types.ModuleType]:
+        entry = list(REGISTRY.values())[index]
+        return entry.config_cls, entry.module
+
+    def __iter__(self) -> Iterator[tuple[type, types.ModuleType]]:
+        return ((entry.config_cls, entry.module) for entry in list(REGISTRY.values()))
+
 
 REGISTRY: dict[str, Architecture] = {}  # by model_type
-# (config class, module defining `<Prefix>Model` and `<Prefix>For<Head>`), one per registered architecture.
-ARCHITECTURES: list[tuple[type, types.ModuleType]] = []
+ARCHITECTURES = ArchitectureModules()
 MODEL_TYPES: list[str] = []
 
 
 def add_architecture(config_cls, source, name: str | None = None, plugin=None, version=None) -> Architecture:
-    """Add one architecture: `source` is a modeling module defining `<Prefix>Model` and its heads, or a mixer class
+    """Add one architecture: `source` is a modeling module defining `<Prefix>Model` and its heads (or its dotted name:
+    imported on first use), or a mixer class
     (or a tuple of them, one residual block each) around which they are written (`mixer.model_classes_for`). Adding
     the same config class again returns its entry; a model_type taken by another class is one ValueError."""
     if not (isinstance(config_cls, type) and issubclass(config_cls, SequenceModelConfig)):
@@ -69,21 +94,21 @@ def add_architecture(config_cls, source, name: str | None = None, plugin=None, v
         if known.config_cls is config_cls:
             return known
         raise ValueError(f"model_type {model_type!r} is taken by {known.config_cls.__module__}; choose another one.")
-    if isinstance(source, types.ModuleType):
-        module = source
+    if isinstance(source, str | types.ModuleType):
+        module_name = source if isinstance(source, str) else source.__name__
     else:
         mixers = tuple(source) if isinstance(source, tuple | list) else (source,)
         if not mixers or not all(isinstance(m, type) and issubclass(m, nn.Module) for m in mixers):
             raise ValueError(f"{source!r} is neither a modeling module nor a mixer class (an nn.Module subclass).")
-        module = __import__(mixers[0].__module__, fromlist=["_"])
-        model_classes_for(config_cls, mixers, module.__name__)
-    entry = Architecture(name or model_type.removeprefix("spt_"), config_cls, module, plugin=plugin, version=version)
-    entry.classes = model_classes(config_cls, module)
-    if plugin is not None and not isinstance(source, types.ModuleType):
+        from .mixer import model_classes_for  # here, not at the top: heads import transformers' modeling code
+
+        module_name = mixers[0].__module__
+        model_classes_for(config_cls, mixers, module_name)
+    entry = Architecture(name or model_type.removeprefix("spt_"), config_cls, module_name, plugin, version)
+    if plugin is not None and not isinstance(source, str | types.ModuleType):
         for cls in entry.classes.values():
             cls.spt_plugin = {"plugin": plugin, "version": version}  # saved with checkpoints (plugin_code.py)
     REGISTRY[model_type] = entry
-    ARCHITECTURES.append((config_cls, module))
     MODEL_TYPES.append(model_type)
     return entry
 
@@ -91,7 +116,6 @@ def add_architecture(config_cls, source, name: str | None = None, plugin=None, v
 def remove_architecture(model_type: str) -> Architecture:
     """Take `model_type` out of the registry (tests that register a throwaway mixer); returns its entry."""
     entry = REGISTRY.pop(model_type)
-    ARCHITECTURES.remove((entry.config_cls, entry.module))
     MODEL_TYPES.remove(model_type)
     return entry
 
@@ -116,14 +140,14 @@ def by_name(name: str) -> Architecture | None:
 
 
 for _config_cls, _module in (
-    (RotaryTransformerConfig, modeling_rotary_transformer),
-    (S4Config, modeling_s4),
-    (DLRConfig, modeling_dlr),
-    (MegaConfig, modeling_mega),
-    (SpadeConfig, modeling_spade),
-    (LinformerConfig, modeling_linformer),
-    (PerformerConfig, modeling_performer),
-    (WrapperConfig, modeling_backbone),
+    (RotaryTransformerConfig, "modeling_rotary_transformer"),
+    (S4Config, "modeling_s4"),
+    (DLRConfig, "modeling_dlr"),
+    (MegaConfig, "modeling_mega"),
+    (SpadeConfig, "modeling_spade"),
+    (LinformerConfig, "modeling_linformer"),
+    (PerformerConfig, "modeling_performer"),
+    (WrapperConfig, "modeling_backbone"),
 ):
-    add_architecture(_config_cls, _module)
+    add_architecture(_config_cls, f"{__package__}.{_module}")
 BUILTIN_MODEL_TYPES = tuple(MODEL_TYPES)

@@ -13,6 +13,16 @@ POOLING_MODES = ("mean", "last", "max", "first")
 CLASSIFIER_TYPES = ("linear", "mlp")
 NORM_TYPES = ("layernorm", "batchnorm")
 CONTINUOUS_LOSSES = ("l1", "mse", "cross_entropy")
+# Auto class -> class-name suffix of the head that serves it: what a config of spt_hf is registered with, and the
+# complete `auto_map` a model writes on save. Here, beside the configs, so that the registry reads it without
+# importing transformers' modeling code.
+AUTO_CLASS_SUFFIXES = {
+    "AutoModel": "Model",
+    "AutoModelForMaskedLM": "ForMaskedLM",
+    "AutoModelForCausalLM": "ForCausalLM",
+    "AutoModelForSequenceClassification": "ForSequenceClassification",
+    "AutoModelForRetrieval": "ForRetrieval",
+}
 
 
 def check_choice(name: str, value, allowed) -> None:

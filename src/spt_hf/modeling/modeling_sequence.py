@@ -24,17 +24,8 @@ from transformers.utils import can_return_tuple
 from .blocks import MaskedBatchNorm, SequenceEmbeddings, SequenceLayer, SequenceNorm
 from .cache import SequenceCache
 from .checkpoint_files import check_local_checkpoint
-from .configuration_sequence import SequenceModelConfig
+from .configuration_sequence import AUTO_CLASS_SUFFIXES, SequenceModelConfig
 from .precision import float32_module_patterns
-
-# Auto class -> class-name suffix of the head that serves it. Used to write a complete `auto_map` on save.
-AUTO_CLASS_SUFFIXES = {
-    "AutoModel": "Model",
-    "AutoModelForMaskedLM": "ForMaskedLM",
-    "AutoModelForCausalLM": "ForCausalLM",
-    "AutoModelForSequenceClassification": "ForSequenceClassification",
-    "AutoModelForRetrieval": "ForRetrieval",
-}
 
 
 class SequencePreTrainedModel(PreTrainedModel):
@@ -95,6 +86,10 @@ class SequencePreTrainedModel(PreTrainedModel):
     def save_pretrained(self, save_directory, *args, **kwargs):
         # transformers records only the saved class's own Auto class; a finetuning loader needs all of them.
         self.config.auto_map = self.full_auto_map()
+        cls = type(self)
+        if cls._auto_class is None:  # what registration sets (spt_hf registers lazily): the code is saved with it
+            name = f".{cls.__name__}"
+            cls._auto_class = next((auto for auto, ref in self.config.auto_map.items() if ref.endswith(name)), None)
         return super().save_pretrained(save_directory, *args, **kwargs)
 
 

@@ -18,6 +18,9 @@ import torch
 from torch import nn
 from transformers import AutoConfig
 
+from ..registry import auto_class, find_architecture, registered
+from .remote import load_in_a_bare_process
+
 
 def require_pytest():
     """pytest (the `test` extra): the kit is a pytest class; one line naming the extra when it is missing."""
@@ -49,9 +52,6 @@ class MixerConformance:
     @classmethod
     def architecture(cls):
         """The registry entry of the architecture under test (registered for the class when `mixer_class` is set)."""
-        from ..registry import find_architecture
-        from . import registered
-
         if cls.mixer_class is None:
             yield find_architecture(cls.config_class.model_type)
             return
@@ -174,8 +174,6 @@ class MixerConformance:
         assert same, f"save -> load gives identical outputs: the reloaded model's outputs differ ({input_kind} inputs)"
 
     def test_remote_code_loads_without_spt_hf(self, architecture, tmp_path):
-        from .remote import load_in_a_bare_process
-
         model = self.build(architecture, "AutoModelForSequenceClassification")
         model.save_pretrained(tmp_path / "ckpt")
         inputs = self.inputs(pad_last=2)
@@ -251,12 +249,3 @@ class IdentityMixer(nn.Module):
 
     def forward(self, hidden_states, attention_mask=None, **kwargs):
         return hidden_states
-
-
-def auto_class(auto_name: str):
-    """The Auto class `auto_name` (transformers', or spt_hf's AutoModelForRetrieval)."""
-    import transformers
-
-    from ..auto import AutoModelForRetrieval
-
-    return AutoModelForRetrieval if auto_name == "AutoModelForRetrieval" else getattr(transformers, auto_name)

@@ -22,7 +22,8 @@ from transformers import (
 )
 from transformers.utils import logging as transformers_logging
 
-from .. import AutoModelForRetrieval, phases
+from .. import phases
+from ..auto import AutoModelForRetrieval
 from ..checkpoints import (
     file_digests,
     verify_backbone_transfer,
