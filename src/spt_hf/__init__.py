@@ -8,11 +8,11 @@ classes (`spt_hf.S4Config`, `spt_hf.S4ForMaskedLM`, ...) come from the registry,
 `__init__.pyi` spells them out for static tools.
 """
 
-from importlib import import_module
+from importlib import import_module, metadata
 
 from .command import started_as_the_command
 
-__version__ = "0.1.0"
+__version__ = metadata.version("spt_hf")  # pyproject.toml holds it
 
 # Public name -> the module defining it, imported when the name is first read.
 PUBLIC = {

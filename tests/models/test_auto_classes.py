@@ -251,7 +251,8 @@ def test_checkpoints_saved_with_the_old_class_names_still_load(tmp_path):
 
 def test_old_class_names_are_aliases_of_the_new():
     from spt_hf.modeling import configuration_backbone, modeling_backbone, modeling_sequence
-    from spt_hf.training import arguments, trainer
+    from spt_hf.recipes import arguments
+    from spt_hf.training import trainer
 
     for new, old in OLD_CLASS_NAMES.items():
         module = configuration_backbone if new.endswith("Config") else modeling_backbone

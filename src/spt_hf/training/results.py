@@ -1,6 +1,7 @@
 """results.json of each phase and run: what a phase records (`phase_results`) and how it is written."""
 
 import subprocess
+from importlib import metadata
 from pathlib import Path
 
 from ..checkpoints import write_json_atomic
@@ -10,9 +11,7 @@ RESULTS_FILE = "results.json"
 
 def code_version() -> dict:
     """spt_hf's version and, when run from a git checkout, the commit (and whether it had local changes)."""
-    from .. import __version__
-
-    version = {"spt_hf": __version__}
+    version = {"spt_hf": metadata.version("spt_hf")}  # the one home of the version: pyproject.toml
     root = Path(__file__).resolve().parents[3]
     if not (root / "pyproject.toml").is_file() or not (root / ".git").exists():
         return version  # an installed package: no checkout of spt_hf's own to ask (nor any other repository)
