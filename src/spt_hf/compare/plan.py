@@ -249,12 +249,12 @@ class Plan:
     def recipes_source(self) -> str:
         """Where the plan's recipes come from, in words (`folder_text`): the named tasks' folder, and the task files
         whose recipes were written into `<output_dir>/recipes`."""
+        if not self.task_files:
+            return folder_text(self.recipes_folder)
+        files = ", ".join(f"{name} <- {path}" for name, path in self.task_files.items())
+        written = f"written into {self.output_dir / 'recipes'} from the task files ({files})"
         named = sorted({job.task for job in self.jobs} - set(self.task_files))
-        parts = [f"{folder_text(self.recipes_folder)} for {', '.join(named)}"] if named else []
-        if self.task_files:
-            files = ", ".join(f"{name} <- {path}" for name, path in self.task_files.items())
-            parts.append(f"written into {self.output_dir / 'recipes'} from the task files ({files})")
-        return "; ".join(parts) or folder_text(self.recipes_folder)
+        return f"{folder_text(self.recipes_folder)} for {', '.join(named)}; {written}" if named else written
 
 
 def task_recipe_pair(recipes_dir: str | None, task: str, architecture: str) -> tuple[Path, Path]:
