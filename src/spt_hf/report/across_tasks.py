@@ -153,7 +153,7 @@ def rank_groups(means: dict, labels: list[str], tasks: list[str]) -> Ranking:
     result = Ranking(names, complete, dict(zip(names, map(float, ranks.mean(0)))) if complete else {}, excluded)
     k, n = len(groups), len(complete)
     if k < 3 or n < MIN_TASKS:
-        result.friedman_note = f"needs 3 groups and {MIN_TASKS} tasks (here {k} and {n})"
+        result.friedman_note = f"needs 3 groups and {MIN_TASKS} tasks; here {k} groups, {n} tasks"
     else:
         friedman = stats.friedmanchisquare(*values.T)
         if np.isnan(friedman.pvalue):
