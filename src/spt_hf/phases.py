@@ -102,9 +102,6 @@ def refuse_ignored_max_steps(total_steps: int | None, overrides: dict, source: s
 # phase does it itself: a `preexec_fn` would run Python between fork and exec in the launcher's threaded process,
 # which can crash the child.
 END_WITH_PARENT = "SPT_HF_END_WITH_PARENT"
-# The study database URL of a `compare --tune` search (it may hold a password): the driver puts it in its environment
-# while its trials run, the launchers pass it on, and a trial's phase opens its study there (training/tune_trial.py).
-TUNE_STORAGE = "SPT_HF_TUNE_STORAGE"
 
 
 def end_with_parent() -> None:

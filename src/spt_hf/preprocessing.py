@@ -37,10 +37,10 @@ from typing import Any
 from .data.custom.inputs import load_pretrained, pretrained_ids
 from .data.spec import TaskSpec
 from .data.vocab import BYTE_VOCAB, EOS_ID, NUM_SPECIAL_TOKENS, SPECIAL_TOKENS, tokenize_listops
+from .hub.data_card import TASK_CARD_FILE
 
 logger = logging.getLogger(__name__)
 
-TASK_CARD_FILE = "task_card.json"
 PYTHON_WHITESPACE = r"[\s\x1c-\x1f]+"  # what str.split() splits on, as an Oniguruma pattern
 _PAD, _MASK, _EOS, _UNK = SPECIAL_TOKENS
 
@@ -200,9 +200,8 @@ def build_feature_extractor(spec: TaskSpec):
 def audio_sampling_rate(spec: TaskSpec) -> int | None:
     """The sampling rate of an audio task's waveforms (the Hub task type says which tasks are audio); else None."""
     from .data.readers.audio import SAMPLE_RATE
-    from .hub.cards import TASK_TYPES
 
-    return SAMPLE_RATE if TASK_TYPES.get(spec.name) == "audio-classification" else None
+    return SAMPLE_RATE if spec.HUB_TASK_TYPE == "audio-classification" else None
 
 
 def processing_class(spec: TaskSpec):

@@ -70,6 +70,10 @@ def test_a_tuned_comparison_killed_mid_search_resumes_without_repeating_a_trial(
     assert (out / "tuning.png").is_file()
     with open(out / "runs.csv") as handle:
         assert len(list(csv.DictReader(handle))) == 4  # the seeded runs only: 2 architectures x 2 sides
+    capsys.readouterr()
+    assert cli_main([*args, "--dry_run"]) == 0  # finished: the plan reads the chosen values the seeded phases ran
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| digits/")]
+    assert len(table) == 6 and all("| finished |" in line for line in table)
 
 
 @pytest.mark.slow

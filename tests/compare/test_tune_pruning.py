@@ -9,15 +9,20 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from test_tune_space import fake_launcher, spec, study_trials
+from test_tune_space import fake_launcher, spec, study_trials, untuned
 
 from spt_hf.cli import main as cli_main
-from spt_hf.compare import build_plan
-from spt_hf.compare.tune import SUMMARY_FILE, run_tuning, tell
-from spt_hf.phases import TUNE_STORAGE
-from spt_hf.report.rows import TRIAL_FILE
+from spt_hf.compare.tune import run_tuning, tell
 from spt_hf.report.tuning import read_tuning, tuning_section
-from spt_hf.training.tune_trial import PRUNER_STARTUP_TRIALS, ReportToStudy, make_pruner
+from spt_hf.training.tune_trial import ReportToStudy
+from spt_hf.tuning import (
+    PRUNER_STARTUP_TRIALS,
+    SUMMARY_FILE,
+    TRIAL_FILE,
+    TUNE_STORAGE,
+    TrialRecord,
+    make_pruner,
+)
 
 optuna = pytest.importorskip("optuna")
 
@@ -43,9 +48,7 @@ def study_with_good_trials(url: str, name: str, pruner: str = "median"):
 
 
 def write_record(run_dir: Path, study: str, number: int, url: str, pruner: str = "median", phase: str = "scratch"):
-    run_dir.mkdir(parents=True, exist_ok=True)
-    record = {"study": study, "number": number, "params": {}, "phase": phase, "pruner": pruner, "storage": url}
-    (run_dir / TRIAL_FILE).write_text(json.dumps(record))
+    TrialRecord(study, number, phase, pruner, url).write(run_dir)
 
 
 def test_a_trial_phase_reports_its_evaluations_and_the_median_pruner_stops_it(tmp_path, monkeypatch):
@@ -88,7 +91,7 @@ def evaluate(callback: ReportToStudy, step: int, accuracy: float):
 def test_without_a_pruner_a_trial_reports_every_evaluation_and_trains_on(tmp_path):
     url = f"sqlite:///{tmp_path / 'tuning.db'}"
     study, trial = study_with_good_trials(url, "digits/s4/spt", pruner="none")
-    callback = ReportToStudy({"study": "digits/s4/spt", "number": trial.number, "pruner": "none", "storage": url})
+    callback = ReportToStudy(TrialRecord("digits/s4/spt", trial.number, "finetune", "none", url))
     assert not any(evaluate(callback, step, 0.1).should_training_stop for step in (2, 4, 6))
     assert study.trials[trial.number].intermediate_values == {2: 0.1, 4: 0.1, 6: 0.1}
     assert callback.pruned is None
@@ -100,14 +103,14 @@ def test_without_a_pruner_a_trial_reports_every_evaluation_and_trains_on(tmp_pat
 def test_a_trial_below_the_median_at_its_last_step_has_run_its_course_and_is_not_pruned(tmp_path):
     url = f"sqlite:///{tmp_path / 'tuning.db'}"
     study, trial = study_with_good_trials(url, "digits/s4/spt")
-    callback = ReportToStudy({"study": "digits/s4/spt", "number": trial.number, "pruner": "median", "storage": url})
+    callback = ReportToStudy(TrialRecord("digits/s4/spt", trial.number, "finetune", "median", url))
     assert not evaluate(callback, 6, 0.1).should_training_stop and callback.pruned is None
     assert evaluate(callback, 4, 0.1).should_training_stop and callback.pruned == {"step": 4, "value": 0.1}
 
 
 def test_a_trial_phase_that_cannot_open_its_study_is_one_line_naming_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv(TUNE_STORAGE, f"sqlite:///{tmp_path / 'missing' / 'no.db'}")
-    record = {"study": "digits/s4/spt", "number": 0, "pruner": "median", "storage": "mysql+pymysql://u:***@db/x"}
+    record = TrialRecord("digits/s4/spt", 0, "finetune", "median", "mysql+pymysql://u:***@db/x")
     with pytest.raises(ValueError, match=rf"^tune trial 0 of digits/s4/spt: cannot open its study .*{TUNE_STORAGE}"):
         evaluate(ReportToStudy(record), 2, 0.5)
 
@@ -121,9 +124,9 @@ def pruning_launcher(launched: list, values: dict, seen_urls: list):
         seen_urls.append(os.environ.get(TUNE_STORAGE))
         inner(jobs)
         for job in jobs:
-            record = job.run_dir / TRIAL_FILE
+            record = TrialRecord.read(job.run_dir)
             path = job.phase_dir / "results.json"
-            if path.is_file() and record.is_file() and json.loads(record.read_text())["number"] == 2:
+            if path.is_file() and record is not None and record.number == 2:
                 result = json.loads(path.read_text())
                 path.write_text(json.dumps({**result, "tune_pruned": {"step": 2, "value": 0.01}}))
         return {}
@@ -134,7 +137,7 @@ def pruning_launcher(launched: list, values: dict, seen_urls: list):
 def test_the_driver_tells_pruned_trials_and_the_report_counts_and_flags_them(tmp_path):
     config = spec(tmp_path, architectures=["dlr"], tune_pruner="median")
     seen: list = []
-    run_tuning(config, build_plan(config), pruning_launcher([], {}, seen))
+    run_tuning(config, untuned(config), pruning_launcher([], {}, seen))
     url = f"sqlite:///{(tmp_path / 'cmp' / 'tuning.db').resolve()}"
     assert seen == [url] * 3 and TUNE_STORAGE not in os.environ  # given to the phases only while they run
     for trials in study_trials(config).values():
@@ -150,7 +153,7 @@ def test_the_driver_tells_pruned_trials_and_the_report_counts_and_flags_them(tmp
 
 def test_a_rerun_with_another_pruner_is_refused_in_one_line(tmp_path):
     config = spec(tmp_path, architectures=["dlr"], tune_trials=1)
-    run_tuning(config, build_plan(config), fake_launcher([], {}))
+    run_tuning(config, untuned(config), fake_launcher([], {}))
     changed = spec(tmp_path, architectures=["dlr"], tune_trials=2, tune_pruner="median")
     with pytest.raises(ValueError, match=r"^The study digits/dlr/\w+ ran its trials with --tune_pruner none; rerun"):
-        run_tuning(changed, build_plan(changed), fake_launcher([], {}))
+        run_tuning(changed, untuned(changed), fake_launcher([], {}))

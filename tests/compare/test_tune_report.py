@@ -4,7 +4,6 @@ values, the spread and the plot; each tuned side "tuned, N trials" with the sear
 import json
 from pathlib import Path
 
-from spt_hf.report.comparison import _duration
 from spt_hf.report.tuning import (
     FLAG,
     best_so_far,
@@ -55,9 +54,9 @@ def test_the_tuning_section_names_the_chosen_values_spread_and_cost_and_flags_an
     spt = find_study(studies, "digits", "spt_s4", "spt")
     assert tuned_label(studies, spt) == f" (tuned, 2 trials {FLAG})"
     assert tuned_label(studies, find_study(studies, "digits", "spt_s4", "baseline")) == " (tuned, 3 trials)"
-    assert search_cost(spt, _duration) == " + search: 15 steps · 3e06 FLOPs · 6.0 s"
+    assert search_cost(spt) == " + search: 15 steps · 3e06 FLOPs · 6.0 s"
     spt["trials"][1].update(steps=None, flops=None, wall_s=None)  # a trial that failed before its results.json
-    assert search_cost(spt, _duration) == " + search: ≥ 10 steps · 2e06 FLOPs · 4.0 s"
+    assert search_cost(spt) == " + search: ≥ 10 steps · 2e06 FLOPs · 4.0 s"
     assert find_study(studies, "digits", "spt_dlr", "spt") is None and tuned_label(studies, None) == ""
 
 

@@ -2,6 +2,7 @@
 the driver's ask/tell rounds and their resume with a fake launcher, one driver per comparison, and the one-line error
 without Optuna."""
 
+import dataclasses
 import importlib
 import json
 from pathlib import Path
@@ -10,16 +11,25 @@ import pytest
 from helpers import TINY_PHASE
 
 from spt_hf.compare import CompareSpec, build_plan
-from spt_hf.compare.tune import SUMMARY_FILE, run_tuning, searches
-from spt_hf.compare.tune_space import DEFAULT_SPACE, DriverLock, load_space, require_optuna, study_name
+from spt_hf.compare.tune import run_tuning, searches
+from spt_hf.compare.tune_space import DEFAULT_SPACE, DriverLock, load_space
+from spt_hf.tuning import SUMMARY_FILE, TuneSpec, require_optuna, study_name
 
 optuna = pytest.importorskip("optuna")
 
 
 def spec(root: Path, **changes) -> CompareSpec:
+    """A tuned comparison of the fast CPU recipes; `tune_*` keys as the command line and YAML give them."""
     values = dict(tasks=["digits"], architectures=["transformer", "dlr"], seeds=[0], recipes_dir="recipes/cpu")
     values.update(output_dir=str(root / "cmp"), overrides=dict(TINY_PHASE), tune=True, tune_trials=3)
-    return CompareSpec(**{**values, **changes})
+    values.update(changes)
+    values["tune"] = TuneSpec.from_options(values)
+    return CompareSpec(**values)
+
+
+def untuned(config: CompareSpec):
+    """The comparison planned without the search's values: what the search stage copies its trials from."""
+    return build_plan(dataclasses.replace(config, tune=None))
 
 
 def write_space(tmp_path: Path, text: str) -> str:
@@ -58,14 +68,14 @@ def test_a_bad_space_entry_is_refused_in_one_line(tmp_path, text, message):
 def test_a_space_key_that_is_not_a_recipe_key_is_refused_before_anything_runs(tmp_path):
     config = spec(tmp_path, tune_space=write_space(tmp_path, "learning_rat: {type: float, low: 0.1, high: 1}"))
     with pytest.raises(ValueError, match=r"^--tune_space: Unknown recipe key --learning_rat.*learning_rate") as info:
-        searches(config, build_plan(config).jobs)
+        searches(config, untuned(config).jobs)
     assert "\n" not in str(info.value)
     assert not (tmp_path / "cmp" / "tuning.db").exists()
 
 
 def test_one_study_per_task_architecture_and_arm():
     config = spec(Path("/nonexistent"))
-    names = sorted(s.name for s in searches(config, build_plan(config).jobs))
+    names = sorted(s.name for s in searches(config, untuned(config).jobs))
     assert names == [study_name("digits", a, arm) for a in ("dlr", "transformer") for arm in ("scratch", "spt")]
     assert names[0] == "digits/dlr/scratch"
     with pytest.raises(ValueError, match="Unknown tuning arm"):
@@ -115,12 +125,11 @@ def test_a_killed_driver_resumes_without_repeating_a_finished_trial_and_the_seed
     first: list[str] = []
     values: dict = {}
     with pytest.raises(Killed):  # round 1 (4 trials) finished; round 2 dies after 2 of its 4 trial phases
-        run_tuning(config, build_plan(config), fake_launcher(first, values, die_after=6))
+        run_tuning(config, untuned(config), fake_launcher(first, values, die_after=6))
     states = {name: [t.state.name for t in trials] for name, trials in study_trials(config).items()}
     assert sorted(sum(states.values(), [])) == ["COMPLETE"] * 4 + ["RUNNING"] * 4
     second: list[str] = []
-    plan = build_plan(config)
-    best = run_tuning(config, plan, fake_launcher(second, values))
+    best = run_tuning(config, untuned(config), fake_launcher(second, values))
     assert not set(first[:4]) & set(second)  # round 1's trials are never run again
     assert set(first[4:]) <= set(second)  # the killed round's trials are re-attached in their folders
     trials = study_trials(config)
@@ -128,7 +137,7 @@ def test_a_killed_driver_resumes_without_repeating_a_finished_trial_and_the_seed
         assert [t.number for t in found] == [0, 1, 2] and {t.state.name for t in found} == {"COMPLETE"}
         top = max(found, key=lambda t: t.value)
         assert best[name] == top.params
-    for job in plan.jobs:  # each seeded phase of an arm trains with its study's best values
+    for job in build_plan(config).jobs:  # the plan gives each seeded phase of an arm its study's best values
         arm = {"finetune": "spt", "scratch": "scratch"}.get(job.phase)
         if arm:
             assert best[f"{job.task}/{job.architecture}/{arm}"].items() <= job.overrides.items()
@@ -136,19 +145,19 @@ def test_a_killed_driver_resumes_without_repeating_a_finished_trial_and_the_seed
     assert [len(s["trials"]) for s in summary["studies"]] == [3, 3, 3, 3]
     assert all(s["best"]["params"] == best[s["name"]] for s in summary["studies"])
     again: list[str] = []
-    run_tuning(config, build_plan(config), fake_launcher(again, values))
+    run_tuning(config, untuned(config), fake_launcher(again, values))
     assert again == []  # a finished search runs nothing
 
 
 def test_a_second_driver_on_the_same_comparison_is_refused_in_one_line(tmp_path):
     config = spec(tmp_path)
     with DriverLock(tmp_path / "cmp"), pytest.raises(ValueError, match=r"^Another `spt-hf compare --tune` is driving"):
-        run_tuning(config, build_plan(config), fake_launcher([], {}))
+        run_tuning(config, untuned(config), fake_launcher([], {}))
     other = spec(tmp_path / "other", tune_storage=f"sqlite:///{tmp_path / 'shared.db'}", tune_trials=1)
-    run_tuning(other, build_plan(other), fake_launcher([], {}))
+    run_tuning(other, untuned(other), fake_launcher([], {}))
     mine = spec(tmp_path, tune_storage=f"sqlite:///{tmp_path / 'shared.db'}", tune_trials=1)
     with pytest.raises(ValueError, match=r"belongs to the comparison in .*other.*give this one its own --tune_storage"):
-        run_tuning(mine, build_plan(mine), fake_launcher([], {}))
+        run_tuning(mine, untuned(mine), fake_launcher([], {}))
 
 
 def test_tune_without_optuna_names_the_extra_in_one_line(monkeypatch):
@@ -167,14 +176,14 @@ def test_tune_without_optuna_names_the_extra_in_one_line(monkeypatch):
 def test_tune_spt_makes_each_spt_trial_a_pair_and_the_seeded_spt_phases_get_the_chosen_spt_values(tmp_path):
     config = spec(tmp_path, architectures=["dlr"], tune_spt=True, tune_trials=2, tune_max_steps=3)
     launched: list = []
-    plan = build_plan(config)
     originals = []
 
     def launch(jobs):
         originals.extend(jobs)
         return fake_launcher(launched, {})(jobs)
 
-    best = run_tuning(config, plan, launch)
+    best = run_tuning(config, untuned(config), launch)
+    plan = build_plan(config)
     pairs = [job for job in originals if job.id.startswith("tune/digits/dlr/spt_pair/")]
     assert [job.phase for job in pairs] == ["spt", "finetune"] * 2
     spt, finetune = pairs[:2]
@@ -191,7 +200,7 @@ def test_tune_spt_makes_each_spt_trial_a_pair_and_the_seeded_spt_phases_get_the_
 def test_an_spt_key_in_the_space_needs_tune_spt(tmp_path):
     config = spec(tmp_path, tune_space=write_space(tmp_path, "spt.mask_rate: {type: float, low: 0.1, high: 0.3}"))
     with pytest.raises(ValueError, match=r"^--tune_space: \['spt.mask_rate'\] search the SPT phase.*--tune_spt"):
-        searches(config, build_plan(config).jobs)
+        searches(config, untuned(config).jobs)
     with pytest.raises(ValueError, match="go with --tune"):
         spec(tmp_path, tune=False, tune_spt=True)
 
@@ -207,5 +216,30 @@ def test_an_spt_key_in_the_space_needs_tune_spt(tmp_path):
 def test_a_study_database_that_cannot_be_opened_is_one_line_without_its_password(tmp_path, url, reason):
     config = spec(tmp_path, tune_storage=url, architectures=["dlr"])
     with pytest.raises(ValueError, match=rf"^--tune_storage .*: cannot open the study database \(({reason})") as info:
-        run_tuning(config, build_plan(config), fake_launcher([], {}))
+        run_tuning(config, untuned(config), fake_launcher([], {}))
     assert "\n" not in str(info.value) and "secret" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        (dict(tune=True, tune_pruner="mean"), "`tune_pruner`='mean'; expected one of ['none', 'median']"),
+        (dict(tune=True, tune_trials=0), "`tune_trials` must be a positive integer, got 0"),
+        (dict(tune=True, tune_max_steps=2.5), "`tune_max_steps` must be a positive integer, got 2.5"),
+        (dict(tune_spt=True), "go with --tune"),
+        (dict(tune=False, tune_pruner="median"), "go with --tune"),
+    ],
+)
+def test_the_search_options_are_one_tune_spec_checked_in_one_line(values, message):
+    with pytest.raises(ValueError) as info:
+        TuneSpec.from_options(dict(values))
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_search_options_leave_the_comparison_keys_and_without_tune_there_is_no_search():
+    values = {"tasks": ["digits"], "tune": True, "tune_trials": 4, "tune_pruner": "median", "tune_max_steps": None}
+    assert TuneSpec.from_options(values) == TuneSpec(trials=4, pruner="median")
+    assert values == {"tasks": ["digits"]}
+    assert TuneSpec.from_options({"tune_trials": 5}) is None
+    with pytest.raises(ValueError, match=r"^`tune`=True; give a spt_hf.tuning.TuneSpec"):
+        CompareSpec(tasks=["digits"], architectures=["dlr"], tune=True)

@@ -16,8 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from spt_hf.data.custom.files import split_of
 from spt_hf.data.custom.folders import natural_key
-from spt_hf.data.custom.sources import read_source, split_of
+from spt_hf.data.custom.sources import read_source
 from spt_hf.data.spec import DataFormatError
 
 

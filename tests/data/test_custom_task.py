@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import datasets
 import numpy as np
 import pytest
@@ -9,6 +11,9 @@ from custom_helpers import text_splits, use_source
 
 from spt_hf.data import get_task_spec, load_task
 from spt_hf.data.custom import task as custom_task
+from spt_hf.data.custom.infer import Inference
+from spt_hf.data.custom.inputs import InputPlan
+from spt_hf.data.custom.labels import LabelPlan
 from spt_hf.data.custom.raw import LabelHint
 from spt_hf.data.spec import DataFormatError
 
@@ -144,7 +149,7 @@ def test_groups_stay_in_one_split_and_lengths_follow_the_options(monkeypatch, tm
     assert key == custom_task.inference_key(dict(options))
     parts, _ = custom_task.views(
         {"train": datasets.Dataset.from_dict(splits["train"])},
-        custom_task._label_plan(loaded_spec.inference["labels"]),
+        loaded_spec.inference.labels,
         options,
         "patient",
     )
@@ -227,4 +232,33 @@ def test_the_name_option_names_the_task_without_inferring_again(monkeypatch, tmp
     options = use_source(monkeypatch, tmp_path, text_splits())
     assert get_task_spec("custom", **options).name == "source"
     named = get_task_spec("custom", **{**options, "name": "reviews"})
-    assert named.name == "reviews" and named.inference["key"] == get_task_spec("custom", **options).inference["key"]
+    assert named.name == "reviews" and named.inference.key == get_task_spec("custom", **options).inference.key
+
+
+@pytest.mark.parametrize("kind", ["tokens", "continuous"])
+def test_the_inference_is_typed_and_its_cache_file_reads_back_equal(monkeypatch, tmp_path, isolated_cache, kind):
+    splits = text_splits()
+    if kind == "continuous":
+        splits = {"train": {"series": [[float(i), i + 0.5, 2.0 * i] for i in range(20)], "label": ["a", "b"] * 10}}
+    options = use_source(monkeypatch, tmp_path, splits)
+    spec = get_task_spec("custom", **options)
+    found = spec.inference
+    assert isinstance(found, Inference) and isinstance(found.labels, LabelPlan) and isinstance(found.inputs, InputPlan)
+    assert (found.inputs.kind, found.max_length, found.labels.names) == (kind, spec.max_length, spec.label_names)
+    assert found.normalization == spec.normalization and (found.normalization is None) == (kind == "tokens")
+    assert found.train_examples == spec.train_examples() == found.card["splits"]["train"]
+    saved = json.loads((isolated_cache / "custom-inference" / f"{found.key}.json").read_text())
+    assert saved == json.loads(json.dumps(found.to_json())) and Inference.from_json(saved, found.key) == found
+    custom_task._MEMO.clear()
+    monkeypatch.setattr(custom_task, "read_task_source", lambda *a: pytest.fail("inferred again, not read back"))
+    assert get_task_spec("custom", **options).inference == found
+
+
+def test_a_built_spec_loads_without_being_built_again(monkeypatch, tmp_path):
+    options = use_source(monkeypatch, tmp_path, text_splits())
+    spec = get_task_spec("custom", **options)
+    monkeypatch.setattr(custom_task, "cached_inference", lambda options: pytest.fail("the spec was built again"))
+    loaded = load_task(spec)
+    assert {k: len(v) for k, v in loaded.items()} == spec.task_card["splits"]
+    with pytest.raises(TypeError, match=r"a built spec and options \['max_length'\]; give them to get_task_spec"):
+        load_task(spec, max_length=3)

@@ -121,13 +121,15 @@ def add_launcher_options(parser: argparse.ArgumentParser) -> None:
 
 def spec_values(args, rest: list[str], fields) -> dict:
     """The comparison's keys: the `--config` YAML, then the options given on the command line over it, the
-    launchers' options into their own mappings and the trailing `--key value` pairs into `overrides`."""
+    launchers' options into their own mappings, the trailing `--key value` pairs into `overrides`, and `tune` with
+    the `tune_*` keys into one `TuneSpec` (or None)."""
     from ..recipes.loading import parse_overrides, read_recipe_file
+    from ..tuning import TUNE_OPTIONS, TuneSpec
 
     values = task_files_key(read_recipe_file(Path(args.config)) if args.config else {})
     if args.task_config is not None:
         values["task_configs"] = args.task_config
-    for key in fields:
+    for key in [*fields, *TUNE_OPTIONS]:
         if key not in NESTED_FIELDS and getattr(args, key, None) is not None:
             values[key] = getattr(args, key)
     if args.num_train_examples is not None:
@@ -136,9 +138,10 @@ def spec_values(args, rest: list[str], fields) -> dict:
         extra = {k.removeprefix(prefix + "_"): v for k, v in vars(args).items() if k.startswith(prefix + "_")}
         values[prefix] = {**values.get(prefix, {}), **{k: v for k, v in extra.items() if v is not None}}
     values["overrides"] = {**values.get("overrides", {}), **parse_overrides(rest)}
-    unknown = sorted(set(values) - set(fields))
+    unknown = sorted(set(values) - set(fields) - set(TUNE_OPTIONS))
     if unknown:
-        raise ValueError(f"Unknown comparison key(s) {unknown}; allowed: {sorted(fields)}.")
+        raise ValueError(f"Unknown comparison key(s) {unknown}; allowed: {sorted([*fields, *TUNE_OPTIONS])}.")
+    values["tune"] = TuneSpec.from_options(values)
     return values
 
 
@@ -179,15 +182,30 @@ def compare_command(args, rest: list[str]) -> int:
         from ..training.estimate import format_estimates
 
         estimates, skipped = estimate_jobs(result.plan, args.device_memory_gb, args.max_measure_length)
-        if spec.tune:  # the search's trial phases, in the same table and totals (compare/tune.py)
-            from ..compare.tune import search_estimates
-
-            search, search_skipped = search_estimates(spec, result.plan, args.device_memory_gb, args.max_measure_length)
-            estimates, skipped = estimates + search, {**skipped, **search_skipped}
-            print(f"tune: the search: {sum(e.train_flops for e in search):.3g} of the table's training FLOPs")
+        if spec.tune is not None:  # the search's trial phases, in the same table and totals (compare/tune.py)
+            estimates, skipped = add_search_estimates(spec, result.plan, estimates, skipped, args)
         print(format_estimates(estimates))
         for job_id, why in skipped.items():
             print(f"estimate: {job_id}: not estimated: {why}")
     if not args.dry_run:
         print(result.report)
     return 0 if args.dry_run or result.ok else 1
+
+
+def add_search_estimates(spec, jobs: list, estimates: list, skipped: dict, args) -> tuple[list, dict]:
+    """The estimate of a tuned comparison: the search's trial phases added to the table, and a line saying whether
+    the seeded phases were costed with the search's chosen values (`tuning.json`) or, before the search has chosen
+    them, with their recipes' values."""
+    from ..compare.tune import search_estimates
+
+    waiting = sorted({job.awaits for job in jobs if job.awaits})
+    if waiting:
+        print(
+            "estimate: the seeded phases are costed with their recipes' values: the search has not chosen its values "
+            f"yet ({', '.join(waiting)})"
+        )
+    else:
+        print("estimate: the seeded phases are costed with the values the search chose (tuning.json)")
+    search, search_skipped = search_estimates(spec, jobs, args.device_memory_gb, args.max_measure_length)
+    print(f"tune: the search: {sum(e.train_flops for e in search):.3g} of the table's training FLOPs")
+    return estimates + search, {**skipped, **search_skipped}

@@ -17,7 +17,8 @@ def add_parsers(commands, common: argparse.ArgumentParser) -> None:
 
 
 def add_tasks(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    from ..data.generators import PATHFINDER_FLOATS, PATHFINDER_RESOLUTIONS
+    from ..data.generators import PATHFINDER_FLOATS
+    from ..data.tasks import GENERATED_TASKS, TASKS
 
     tasks = parser.add_subparsers(dest="task", required=True, metavar="TASK")
     listops = add_task(tasks, common, "listops", "LRA ListOps: basic_{train,val,test}.tsv")
@@ -26,7 +27,8 @@ def add_tasks(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) 
     listops.add_argument(*spellings("--max_depth"), type=int, default=10, help="nodes at this depth are leaves")
     listops.add_argument(*spellings("--max_args"), type=int, default=10, help="most arguments of an operator")
     listops.add_argument(*spellings("--value_p"), type=float, default=0.25, help="probability of an operator node")
-    for name, resolution in PATHFINDER_RESOLUTIONS.items():
+    for name in (task for task in GENERATED_TASKS if TASKS[task].GENERATOR == "pathfinder"):
+        resolution = TASKS[name].resolution
         sub = add_task(tasks, common, name, f"Pathfinder images ({resolution} px by default) in the LRA layout")
         sub.add_argument("--resolution", type=int, default=resolution, help="canvas side in pixels")
         sub.add_argument(

@@ -4,20 +4,24 @@
     run_compare(CompareSpec(tasks=["digits"], architectures=["transformer", "s4"], seeds=[0, 1, 2],
                             recipes_dir="cpu"))
 
-It reads in one direction, plan -> state -> launch -> report: the plan (`plan.py`) expands tasks × architectures ×
-training set sizes × seeds into SPT, finetuning and baseline phases; their state (`state.py`) is what each phase
+It reads in one direction, (search ->) plan -> state -> launch -> report: with `--tune`, the search (`tune.py`) runs
+first and records the values it chose in `tuning.json`; the plan (`plan.py`) expands tasks × architectures ×
+training set sizes × seeds into SPT, finetuning and baseline phases (a tuned comparison's with the chosen values);
+their state (`state.py`) is what each phase
 itself will decide when it starts (`training/run_folder.py: phase_status`); a launcher (`launchers.py`) runs the
 phases still to run, each as its own `spt-hf` command; the report (`report/comparison.py`) tables and plots what they
 wrote. A phase that finished with the same recipe is never run again, a killed one resumes from its checkpoint, and
 a phase whose recipe changed since it finished is reported, not mixed in.
 """
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from ..training.run_folder import TO_RUN, PhaseLockedError, PhaseState
 from .launchers import run_local, run_ray, run_submitit
 from .plan import CompareSpec, Launch, PhaseJob, Plan, build_plan
 from .state import Progress, describe_plan, plan_states
+from .tune import describe_search, run_tuning, searches
 
 
 @dataclass
@@ -38,10 +42,16 @@ class CompareResult:
 
 
 def run_compare(spec: CompareSpec, dry_run: bool = False) -> CompareResult:
-    """Plan, run what is missing, and write the report into `spec.output_dir`."""
+    """(Search,) plan, run what is missing, and write the report into `spec.output_dir`."""
+    if spec.tune is not None:
+        _search(spec, dry_run)
     plan = build_plan(spec)
-    if spec.tune:
-        _tune(spec, plan, dry_run)
+    waiting = next((job for job in plan.jobs if job.awaits), None)
+    if waiting is not None and not dry_run:  # (never train the recipe's values in place of the search's)
+        raise RuntimeError(
+            f"compare: {waiting.id} still waits for the {waiting.awaits} after the search stage; rerun the same "
+            "command to resume the search."
+        )
     statuses = plan_states(plan)
     result = CompareResult(plan.jobs, {job_id: status.state for job_id, status in statuses.items()})
     result.problems.update({i: s.why for i, s in statuses.items() if s.state == PhaseState.CHANGED})
@@ -73,19 +83,13 @@ def run_compare(spec: CompareSpec, dry_run: bool = False) -> CompareResult:
     return result
 
 
-def _tune(spec: CompareSpec, plan: Plan, dry_run: bool) -> None:
-    """The search of `--tune` (compare/tune.py) before the seeded phases, which then run with its chosen values."""
-    from .tune import run_tuning, searches
-
+def _search(spec: CompareSpec, dry_run: bool) -> None:
+    """The search stage of `--tune` (compare/tune.py), before the plan: its trials copy the seeded phases of the
+    comparison planned without its values, and it records the values it chose in `tuning.json`, which the plan then
+    reads. A dry run says how far the search is and runs nothing."""
+    plan = build_plan(dataclasses.replace(spec, tune=None))
     if dry_run:
-        found = searches(spec, plan.jobs)
-        steps = f"{spec.tune_max_steps} steps each" if spec.tune_max_steps else "each its phase's own steps"
-        steps += "; at most: the pruner stops some early" if spec.tune_pruner != "none" else ""
-        print(
-            f"tune: {len(found)} studies x {spec.tune_trials} trials ({steps}): {len(found) * spec.tune_trials} "
-            "trial phases before the seeded ones",
-            flush=True,
-        )
+        print(describe_search(spec, searches(spec, plan.jobs)), flush=True)
         return
 
     def launch(jobs: list[PhaseJob]) -> dict:

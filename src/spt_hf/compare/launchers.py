@@ -17,8 +17,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..phases import TUNE_STORAGE
 from ..training.run_folder import PhaseState
+from ..tuning import TUNE_STORAGE
 from .processes import PhaseProcesses, execute_phase, require_package, run_in_job
 from .state import phase_finished
 

@@ -17,7 +17,7 @@ from ..recipes.arguments import SPT_ONLY_KEYS, SPT_PHASE_SWITCHES
 from ..recipes.loading import RECIPES_DIR, SEED_RANGE, find_recipe, load_recipe
 from ..recipes.presets import compare_task_recipes, task_file_name
 from ..training.pipeline import phase_budgets, refuse_ignored_max_steps
-from ..training.tune_trial import PRUNERS
+from ..tuning import PAIR_ARM, TuneSpec, chosen_overrides, read_progress, seeded_arm, study_name
 from .processes import PhaseProcesses, phase_processes
 
 BUDGETS = ("equal", "tied")
@@ -59,6 +59,9 @@ class CompareSpec:
             (`presets.task_file_name`), beside or instead of `tasks`: their recipes `recipes/presets.py` writes into
             `<output_dir>/recipes` for each architecture, at the size `preset` (tiny, small, paper; default small),
             with `max_steps` / `num_train_epochs` of `overrides` in them. (YAML: `task_configs:` or `task_config:`.)
+        tune: the search of `--tune` (`tuning.TuneSpec`, from the `--tune` and `--tune_*` options or the `tune: true`
+            and `tune_*:` YAML keys): run before the plan (compare/tune.py), whose seeded phases then read its chosen
+            values from `OUTPUT_DIR/tuning.json`. None: no search.
     """
 
     tasks: list[str] = field(default_factory=list)
@@ -79,16 +82,7 @@ class CompareSpec:
     skip_missing_pairs: bool = False
     task_configs: list[str] = field(default_factory=list)
     preset: str | None = None
-    # `--tune` (compare/tune.py): tune_trials trials per (task, architecture, arm) over the space tune_space (default
-    # compare/default-space.yaml), stored in tune_storage (default SQLite OUTPUT_DIR/tuning.db), each trial
-    # tune_max_steps steps (default: the phase's own budget).
-    tune: bool = False
-    tune_trials: int = 10
-    tune_space: str | None = None
-    tune_storage: str | None = None
-    tune_max_steps: int | None = None
-    tune_spt: bool = False  # each trial of the SPT arm an SPT + finetuning pair, SPT's optimiser settings searched too
-    tune_pruner: str = "none"  # `median`: stop a trial at an evaluation below its study's median (tune_trial.py)
+    tune: TuneSpec | None = None
 
     def __post_init__(self) -> None:
         if self.task_configs and self.recipes_dir is not None and not self.tasks:
@@ -112,17 +106,11 @@ class CompareSpec:
             raise ValueError(f"`launcher`={self.launcher!r}; expected one of {list(LAUNCHERS)}.")
         if not isinstance(self.max_parallel, int) or self.max_parallel < 1:
             raise ValueError(f"`max_parallel` must be a positive integer, got {self.max_parallel!r}.")
-        tuning = (self.tune_spt, self.tune_space, self.tune_storage, self.tune_max_steps, self.tune_pruner != "none")
-        if any(tuning) and not self.tune:
+        if self.tune is not None and not isinstance(self.tune, TuneSpec):
             raise ValueError(
-                "--tune_spt, --tune_space, --tune_storage, --tune_max_steps and --tune_pruner go with --tune."
+                f"`tune`={self.tune!r}; give a spt_hf.tuning.TuneSpec (or None): on the command line --tune and the "
+                "--tune_* options, in YAML `tune: true` and the `tune_*:` keys."
             )
-        if self.tune_pruner not in PRUNERS:
-            raise ValueError(f"`tune_pruner`={self.tune_pruner!r}; expected one of {list(PRUNERS)}.")
-        for key in ("tune_trials", "tune_max_steps"):
-            value = getattr(self, key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"`{key}` must be a positive integer, got {value!r}.")
         names = [*self.tasks, *task_file_tasks(self.task_configs, self.tasks)]
         unknown = sorted(set(self.task_overrides) - set(names))
         if unknown:
@@ -188,6 +176,7 @@ class PhaseJob:
     steps: str
     depends_on: str | None = None
     kind: str = ""
+    awaits: str | None = None  # a seeded phase of a tuned comparison whose search has not chosen its values yet
 
     def __post_init__(self) -> None:
         if self.phase not in PHASE_COMMANDS:
@@ -262,7 +251,7 @@ def task_recipe_pair(recipes_dir: str | None, task: str, architecture: str) -> t
     the pairs the folder has when this one is missing."""
     folder = recipe_folder(recipes_dir)
     for pattern in (f"{task}/{architecture}-{{}}.yaml", f"{task}-{architecture}-{{}}.yaml"):
-        spt, finetune = folder / pattern.format("spt"), folder / pattern.format("finetune")
+        spt, finetune = folder / pattern.format(SPT_PHASE), folder / pattern.format(FINETUNE_PHASE)
         if spt.is_file() and finetune.is_file():
             return spt, finetune
     available = sorted(available_pairs(folder))
@@ -311,10 +300,11 @@ def folder_text(folder: Path) -> str:
 def available_pairs(folder: Path) -> set[tuple[str, str]]:
     """(task, architecture) of every <name>-spt.yaml with a -finetune sibling under `folder`."""
     pairs = set()
-    for spt in folder.rglob("*-spt.yaml"):
-        if not spt.with_name(spt.name.replace("-spt.yaml", "-finetune.yaml")).is_file():
+    spt_name, finetune_name = f"-{SPT_PHASE}.yaml", f"-{FINETUNE_PHASE}.yaml"
+    for spt in folder.rglob(f"*{spt_name}"):
+        if not spt.with_name(spt.name.replace(spt_name, finetune_name)).is_file():
             continue
-        stem = spt.name.removesuffix("-spt.yaml")
+        stem = spt.name.removesuffix(spt_name)
         if spt.parent != folder:
             pairs.add((spt.parent.name, stem))
         elif "-" in stem:
@@ -367,6 +357,7 @@ def build_plan(spec: CompareSpec) -> Plan:
     root = Path(spec.output_dir)
     jobs: list[PhaseJob] = []
     missing = []
+    progress = read_progress(root) if spec.tune is not None else {}
     for task, (recipes_dir, overrides) in sources.items():
         for arch in spec.architectures:
             try:
@@ -381,6 +372,7 @@ def build_plan(spec: CompareSpec) -> Plan:
                 continue
             keys = {**overrides, **spec.task_overrides.get(task, {})}
             budgets = budget_overrides(spec, keys, *recipes)
+            tuned = tuned_phases(spec, progress, task, arch)
             for size in spec.num_train_examples:
                 variant = "full" if size is None else f"n{size}"
                 for seed in spec.seeds:
@@ -389,7 +381,7 @@ def build_plan(spec: CompareSpec) -> Plan:
                     common = {**keys, "output_dir": str(where["run_dir"]), "seed": seed}
                     if size is not None:
                         common["num_train_examples"] = size
-                    jobs += run_jobs(spec, recipes, common, budgets, where)
+                    jobs += run_jobs(spec, recipes, common, budgets, where, tuned)
     folder = recipe_folder(spec.recipes_dir) if spec.tasks else root / "recipes"
     if not jobs and missing:
         raise FileNotFoundError(f"None of the (task, architecture) pairs has recipes in {folder_text(folder)}.")
@@ -412,23 +404,56 @@ def task_sources(spec: CompareSpec) -> tuple[dict[str, tuple[str | None, dict]],
     return sources, task_files
 
 
-def run_jobs(spec: CompareSpec, recipes: tuple[Path, Path], common: dict, budgets: tuple[dict, dict], where: dict):
+def tuned_phases(spec: CompareSpec, progress: dict, task: str, architecture: str) -> dict[str, tuple[dict, str | None]]:
+    """{phase: (the recipe overrides its arm's search chose, what it still awaits)} of one (task, architecture) of a
+    tuned comparison: a study that has run its trials (`tuning.json`, `progress`) gives its chosen values (none when
+    no trial completed: the recipe's); before that the phase keeps its recipe's values and awaits the search."""
+    if spec.tune is None:
+        return {}
+    tuned = {}
+    for phase in PHASE_COMMANDS:
+        arm = seeded_arm(spec.tune, phase)
+        if phase == SPT_PHASE and arm != PAIR_ARM:
+            continue  # the `spt` arm's trials finetune from the plan's own SPT phase: its values are the recipe's
+        name = study_name(task, architecture, arm)
+        study = progress.get(name)
+        if study is not None and study.done(spec.tune.trials):
+            tuned[phase] = (chosen_overrides(study.best or {}, phase, arm), None)
+        else:
+            ran = f"{study.ended}/{spec.tune.trials} trials" if study else "not started"
+            tuned[phase] = ({}, f"search {name} ({ran})")
+    return tuned
+
+
+def run_jobs(
+    spec: CompareSpec,
+    recipes: tuple[Path, Path],
+    common: dict,
+    budgets: tuple[dict, dict],
+    where: dict,
+    tuned: dict | None = None,
+):
     """The phases of one run folder (`where`: task, architecture, variant, seed, run_dir): SPT, the finetuning that
     starts from its checkpoint and, with `with_scratch`, the baseline. `common` holds the keys every phase gets,
-    `budgets` the max_steps overrides of each phase and the text of its steps (`budget_overrides`)."""
+    `budgets` the max_steps overrides of each phase and the text of its steps (`budget_overrides`), `tuned` what a
+    tuned comparison's search chose for each phase (`tuned_phases`)."""
     (spt_recipe, finetune_recipe), (overrides, steps) = recipes, budgets
+    chosen = {phase: values for phase, (values, _) in (tuned or {}).items()}
+    awaits = {phase: text for phase, (_, text) in (tuned or {}).items()}
     name = f"{where['task']}/{where['architecture']}/{where['variant']}/seed{where['seed']}"
     finetune_common = _finetune_keys(common)
     spt_job = PhaseJob(
         f"{name}/{SPT_PHASE}",
         SPT_PHASE,
         recipe=spt_recipe,
-        overrides={**common, **overrides[SPT_PHASE]},
+        overrides={**common, **overrides[SPT_PHASE], **chosen.get(SPT_PHASE, {})},
         steps=steps[SPT_PHASE],
+        awaits=awaits.get(SPT_PHASE),
         **where,
     )
     finetune_keys = {**finetune_common, **overrides[FINETUNE_PHASE]}
     finetune_keys["model_name_or_path"] = str(where["run_dir"] / SPT_PHASE)
+    finetune_keys.update(chosen.get(FINETUNE_PHASE, {}))
     jobs = [
         spt_job,
         PhaseJob(
@@ -438,11 +463,12 @@ def run_jobs(spec: CompareSpec, recipes: tuple[Path, Path], common: dict, budget
             overrides=finetune_keys,
             steps=steps[FINETUNE_PHASE],
             depends_on=spt_job.id,
+            awaits=awaits.get(FINETUNE_PHASE),
             **where,
         ),
     ]
     if spec.with_scratch:
-        baseline_keys = {**finetune_common, **overrides[BASELINE_PHASE]}
+        baseline_keys = {**finetune_common, **overrides[BASELINE_PHASE], **chosen.get(BASELINE_PHASE, {})}
         jobs.append(
             PhaseJob(
                 f"{name}/{BASELINE_PHASE}",
@@ -450,6 +476,7 @@ def run_jobs(spec: CompareSpec, recipes: tuple[Path, Path], common: dict, budget
                 recipe=finetune_recipe,
                 overrides=baseline_keys,
                 steps=steps[BASELINE_PHASE],
+                awaits=awaits.get(BASELINE_PHASE),
                 **where,
             )
         )

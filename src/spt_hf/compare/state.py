@@ -16,9 +16,17 @@ ENDED = (PhaseState.FINISHED, PhaseState.FAILED, PhaseState.BLOCKED)
 
 
 def plan_states(plan: "Plan") -> dict[str, PhaseStatus]:
-    """{job id: what its phase will find when it starts}: NEW, PARTIAL, WAITING (for its SPT phase), FINISHED or
-    CHANGED (the status says why). Reads only."""
-    return {job.id: phase_status(job.load_recipe(), job.phase, world_size=plan.launch.world_size) for job in plan.jobs}
+    """{job id: what its phase will find when it starts}: NEW, PARTIAL, WAITING (for its SPT phase, or for the search
+    of a tuned comparison that still has to choose its values), FINISHED or CHANGED (the status says why). Reads
+    only."""
+    statuses = {}
+    for job in plan.jobs:
+        if job.awaits:  # its recipe is not known before the search: nothing to compare its folder with
+            why = ValueError(f"its values come from the {job.awaits}")
+            statuses[job.id] = PhaseStatus(PhaseState.WAITING, error=why)
+        else:
+            statuses[job.id] = phase_status(job.load_recipe(), job.phase, world_size=plan.launch.world_size)
+    return statuses
 
 
 def phase_finished(job, world_size: int) -> bool:
@@ -28,8 +36,8 @@ def phase_finished(job, world_size: int) -> bool:
 
 
 def describe_plan(plan: "Plan", states: dict[str, PhaseStatus]) -> str:
-    """The plan as a table (phase, kind, state, steps, recipe, folder, dependency) under the line saying where its
-    recipes come from."""
+    """The plan as a table (phase, kind, state, steps, recipe, folder, what it waits for: its SPT phase, the search
+    of a tuned comparison) under the line saying where its recipes come from."""
     lines = [
         f"Recipes: {plan.recipes_source}.",
         "",
@@ -38,9 +46,9 @@ def describe_plan(plan: "Plan", states: dict[str, PhaseStatus]) -> str:
     ]
     for job in plan.jobs:
         state = states[job.id].state if job.id in states else PhaseState.NEW
+        after = ", ".join(filter(None, (job.depends_on, job.awaits))) or "—"
         lines.append(
-            f"| {job.id} | {job.kind} | {state} | {job.steps} | {_shown(job.recipe)} | {job.phase_dir} | "
-            f"{job.depends_on or '—'} |"
+            f"| {job.id} | {job.kind} | {state} | {job.steps} | {_shown(job.recipe)} | {job.phase_dir} | {after} |"
         )
     if plan.missing_pairs:
         lines.append(f"\n{missing_pairs_line(plan.missing_pairs)}")

@@ -1,5 +1,6 @@
-"""`spt-hf compare --tune`: the same hyperparameter search for every (task, architecture, arm), arm = the scratch
-baseline or finetuning from the SPT checkpoint (docs/compare.md, "Fair tuning").
+"""`spt-hf compare --tune`: the search stage, before the plan. The same hyperparameter search for every (task,
+architecture, arm), arm = the scratch baseline or finetuning from the SPT checkpoint (docs/tuning.md); its contract
+(`TuneSpec`, the arms, the files, the pruner and sampler, `TrialRecord`) is spt_hf/tuning.py's.
 
 Optuna drives it directly from compare's driver (ask and tell), not through `Trainer.hyperparameter_search`: a trial
 is one phase of compare's plan, run by the same launchers (local, Slurm, Ray) with the same locks, resume and progress
@@ -10,8 +11,9 @@ launches them together, reads each finished phase's validation metric from its r
 A rerun never repeats a trial that ended; a trial left RUNNING by a killed driver is run again in its folder (its
 phase resumes from its checkpoint) and told by its number. The trial phases themselves report their evaluations to
 the study as intermediate values and stop where `--tune_pruner` prunes them (training/tune_trial.py): they open the
-database at the URL the driver puts in their environment (`TUNE_STORAGE`). Then the plan's seeded phases of each arm
-get the study's best trial's values; `tuning.json` records every trial for the report.
+database at the URL the driver puts in their environment (`TUNE_STORAGE`). `tuning.json` records every trial after
+each round, and each study's best trial: the plan (compare/plan.py) reads the chosen values from it for the seeded
+phases of each arm, and a dry run how far the search is.
 """
 
 import dataclasses
@@ -20,28 +22,37 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..checkpoints import write_json_atomic
-from ..phases import BASELINE_PHASE, FINETUNE_PHASE, SPT_PHASE
-from ..report.rows import TRIAL_FILE, architecture_name, test_metric
-from ..report.tuning import PAIR_ARM, SCRATCH_ARM, SPT_ARM, SUMMARY_FILE
+from ..phases import SPT_PHASE
+from ..report.rows import architecture_name, test_metric
 from ..training.results import RESULTS_FILE
-from ..training.tune_trial import make_pruner
+from ..tuning import (
+    ARM_PHASES,
+    PAIR_ARM,
+    SCRATCH_ARM,
+    SPT_ARM,
+    SPT_PREFIX,
+    SUMMARY_FILE,
+    TrialRecord,
+    make_pruner,
+    make_sampler,
+    read_progress,
+    require_optuna,
+    sampler_text,
+    study_name,
+)
+from .estimate import estimate_jobs
 from .plan import PhaseJob, Plan
 from .state import phase_finished
 from .tune_space import (
-    SPT_PREFIX,
     DriverLock,
     distributions,
     load_space,
-    require_optuna,
     sample_values,
     shown_url,
     split_space,
     storage_url,
-    study_name,
     trial_environment,
 )
-
-ARM_PHASES = {SCRATCH_ARM: BASELINE_PHASE, SPT_ARM: FINETUNE_PHASE}
 
 
 @dataclasses.dataclass
@@ -65,12 +76,11 @@ def searches(spec, jobs: list[PhaseJob]) -> list[Search]:
     first = {}
     for job in jobs:
         first.setdefault((job.task, job.architecture, job.phase), job)
-    space, spt_space = split_space(load_space(spec.tune_space), spec.tune_spt)
+    space, spt_space = split_space(load_space(spec.tune.space), spec.tune.spt)
     found = []
     for (task, arch, phase), job in first.items():
-        for arm, arm_phase in ARM_PHASES.items():
-            if phase == arm_phase:
-                arm = PAIR_ARM if arm == SPT_ARM and spec.tune_spt else arm
+        for arm in spec.tune.arms:
+            if phase == ARM_PHASES[arm]:
                 spt_job = first.get((task, arch, SPT_PHASE)) if arm != SCRATCH_ARM else None
                 template = dataclasses.replace(job, overrides={**job.overrides, **budget(spec)})
                 searched = {**space, **spt_space} if arm == PAIR_ARM else space
@@ -86,7 +96,7 @@ def searches(spec, jobs: list[PhaseJob]) -> list[Search]:
 
 def budget(spec) -> dict:
     """The trials' step budget: `--tune_max_steps` (instead of the recipe's steps), or the seeded phases' own."""
-    return {} if spec.tune_max_steps is None else {"max_steps": spec.tune_max_steps, "total_steps": None}
+    return {} if spec.tune.max_steps is None else {"max_steps": spec.tune.max_steps, "total_steps": None}
 
 
 def trial_jobs(search: Search, number: int, params: dict, root: Path) -> list[PhaseJob]:
@@ -114,17 +124,16 @@ def open_studies(spec, found: list[Search]) -> str:
     `--tune_pruner`); return the storage URL. A study another comparison folder created, or that ran with another
     pruner, is refused in one line."""
     optuna = require_optuna()
-    url = storage_url(spec.output_dir, spec.tune_storage)
+    url = storage_url(spec.output_dir, spec.tune.storage)
     owner = str(Path(spec.output_dir).resolve())
     for search in found:
-        sampler = optuna.samplers.TPESampler(seed=spec.seeds[0])
         try:
             study = optuna.create_study(
                 storage=url,
                 study_name=search.name,
                 direction="maximize",
-                sampler=sampler,
-                pruner=make_pruner(spec.tune_pruner),
+                sampler=make_sampler(spec.seeds[0]),
+                pruner=make_pruner(spec.tune.pruner),
                 load_if_exists=True,
             )
         except Exception as error:  # a URL SQLAlchemy cannot parse, a driver not installed, a database not reached
@@ -136,14 +145,14 @@ def open_studies(spec, found: list[Search]) -> str:
         recorded = study.user_attrs.get("output_dir")
         if recorded is None:
             study.set_user_attr("output_dir", owner)
-            study.set_user_attr("pruner", spec.tune_pruner)
+            study.set_user_attr("pruner", spec.tune.pruner)
         elif recorded != owner:
             raise ValueError(
                 f"The study {search.name} in {shown_url(url)} belongs to the comparison in {recorded}; give this one "
                 "its own --tune_storage (or its --output_dir)."
             )
         pruner = study.user_attrs.get("pruner", "none")
-        if pruner != spec.tune_pruner:
+        if pruner != spec.tune.pruner:
             raise ValueError(
                 f"The study {search.name} ran its trials with --tune_pruner {pruner}; rerun with --tune_pruner "
                 f"{pruner} (a study's trials share one pruner), or give this search another --output_dir."
@@ -169,9 +178,10 @@ def next_trial(search: Search, n_trials: int, dists: dict, attached: set) -> tup
 
 
 def run_tuning(spec, plan: Plan, launch: Callable[[list[PhaseJob]], dict]) -> dict[str, dict]:
-    """Run every study to `spec.tune_trials` trials, round by round through `launch` (a launcher over a list of
-    phases), then give each arm's seeded phases its study's best values (`apply_best`). Returns {study name: best
-    values}; writes `tuning.json`."""
+    """The search stage: run every study to `spec.tune.trials` trials, round by round through `launch` (a launcher
+    over a list of phases), the trials copying the seeded phases of `plan` (the comparison planned without the
+    search's values). Writes `tuning.json` after each round, which the final plan reads the chosen values from;
+    returns {study name: chosen values}."""
     found = searches(spec, plan.jobs)
     root = Path(spec.output_dir)
     with DriverLock(root):
@@ -180,56 +190,38 @@ def run_tuning(spec, plan: Plan, launch: Callable[[list[PhaseJob]], dict]) -> di
             run_rounds(spec, plan, launch, found, url)
         best = chosen_values(found)
         write_summary(spec, found, url, root)
-    apply_best(plan.jobs, found, best)
     return best
 
 
 def run_rounds(spec, plan: Plan, launch: Callable[[list[PhaseJob]], dict], found: list[Search], url: str) -> None:
     """Round after round, one new (or re-attached) trial of every study that needs one, launched together and told
-    once their phases end, until every study has `spec.tune_trials` trials."""
+    once their phases end, until every study has `spec.tune.trials` trials; `tuning.json` after each round."""
     root = Path(spec.output_dir)
     attached: set = set()
     for round_number in range(1, 10**6):
         batch = {}
         for search in found:
-            slot = next_trial(search, spec.tune_trials, distributions(search.space), attached)
+            slot = next_trial(search, spec.tune.trials, distributions(search.space), attached)
             if slot is not None:
                 batch[search.name] = (search, slot[0], trial_jobs(search, *slot, root))
         if not batch:
             break
         for search, number, jobs in batch.values():
-            jobs[-1].run_dir.mkdir(parents=True, exist_ok=True)
-            record = {"study": search.name, "number": number, "params": slot_params(search, number)}
-            record.update(phase=jobs[-1].phase, pruner=spec.tune_pruner, storage=shown_url(url))
-            write_json_atomic(jobs[-1].run_dir / TRIAL_FILE, record)
+            params = slot_params(search, number)
+            TrialRecord(search.name, number, jobs[-1].phase, spec.tune.pruner, shown_url(url), params).write(
+                jobs[-1].run_dir
+            )
         print(f"tune: round {round_number}: {', '.join(f'{n} trial {b[1]}' for n, b in batch.items())}", flush=True)
         needed = {s.spt_job.id: s.spt_job for s, *_ in batch.values() if s.arm == SPT_ARM}
         spt_jobs = [job for job in needed.values() if not phase_finished(job, plan.launch.world_size)]
         launch(spt_jobs + [job for *_, jobs in batch.values() for job in jobs])
         for search, number, jobs in batch.values():
             tell(search, number, jobs[-1])
+        write_summary(spec, found, url, root)
 
 
 def slot_params(search: Search, number: int) -> dict:
     return dict(search.study.get_trials(deepcopy=False)[number].params)
-
-
-def apply_best(jobs: list[PhaseJob], found: list[Search], best: dict[str, dict]) -> None:
-    """Each seeded phase of an arm gets its study's best values: the baseline (scratch), finetuning (spt), and with
-    --tune_spt the SPT phase its `spt.` values."""
-    for search in found:
-        values = best.get(search.name)
-        if values is None:
-            continue
-        task, arch = search.template.task, search.template.architecture
-        spt_values = {k.removeprefix(SPT_PREFIX): v for k, v in values.items() if k.startswith(SPT_PREFIX)}
-        for job in jobs:
-            if (job.task, job.architecture) != (task, arch):
-                continue
-            if job.phase == search.template.phase:
-                job.overrides.update({k: v for k, v in values.items() if not k.startswith(SPT_PREFIX)})
-            elif job.phase == SPT_PHASE and search.arm == PAIR_ARM:
-                job.overrides.update(spt_values)
 
 
 def tell(search: Search, number: int, job: PhaseJob) -> None:
@@ -297,12 +289,12 @@ def write_summary(spec, found: list[Search], url: str, root: Path) -> Path:
                 task=search.template.task,
                 architecture=arch,
                 arm=arm,
-                trials_planned=spec.tune_trials,
-                max_steps=spec.tune_max_steps,
+                trials_planned=spec.tune.trials,
+                max_steps=spec.tune.max_steps,
                 space=search.space,
                 storage=shown_url(url),
-                sampler=f"TPESampler(seed={spec.seeds[0]})",
-                pruner=spec.tune_pruner,
+                sampler=sampler_text(spec.seeds[0]),
+                pruner=spec.tune.pruner,
                 best=best and {k: best[k] for k in ("number", "params", "value")},
                 result_task=(ran[0].get("task_name") or ran[0].get("task")) if ran else None,
                 model=architecture_name(ran[0]) if ran else None,
@@ -328,9 +320,7 @@ def search_estimates(spec, jobs: list[PhaseJob], device_memory_gb: float, max_me
     """What the search will cost, before anything runs (`--dry_run --estimate --tune`): each study's trial phase
     estimated once (`plan_estimate.estimate_jobs`), times `tune_trials`, as one line per study; and the reasons of
     those that cannot be estimated."""
-    from .estimate import estimate_jobs
-
-    n = spec.tune_trials
+    n = spec.tune.trials
     found = searches(spec, jobs)
     trials = []
     for search in found:
@@ -339,3 +329,20 @@ def search_estimates(spec, jobs: list[PhaseJob], device_memory_gb: float, max_me
     estimates, skipped = estimate_jobs(trials, device_memory_gb, max_measure_length)
     times = {"optimizer_steps": n, "tokens": n, "train_flops": n}
     return [dataclasses.replace(e, **{k: getattr(e, k) * m for k, m in times.items()}) for e in estimates], skipped
+
+
+def describe_search(spec, found: list[Search]) -> str:
+    """The search in the plan's words, before, during and after it ran (a dry run): its studies and trial budget, and
+    how far `tuning.json` says each study is."""
+    n = spec.tune.trials
+    steps = f"{spec.tune.max_steps} steps each" if spec.tune.max_steps else "each its phase's own steps"
+    steps += "; at most: the pruner stops some early" if spec.tune.pruner != "none" else ""
+    line = f"tune: {len(found)} studies x {n} trials ({steps}): {len(found) * n} trial phases before the seeded ones"
+    progress = read_progress(spec.output_dir)
+    studies = [progress.get(search.name) for search in found]
+    if all(study is None for study in studies):
+        return f"{line}; not started: the seeded phases wait for the values the search will choose"
+    if all(study is not None and study.done(n) for study in studies):
+        return f"{line}; done: the seeded phases train with its chosen values ({SUMMARY_FILE})"
+    counts = ", ".join(f"{s.name} {p.ended if p else 0}/{n}" for s, p in zip(found, studies))
+    return f"{line}; trials ended so far: {counts}; the seeded phases wait for the values the search will choose"

@@ -1,7 +1,7 @@
 """The search space and the study of `spt-hf compare --tune` (docs/compare.md, "Fair tuning"): the space YAML (recipe
-key -> {type, low, high, log, choices}) as Optuna distributions, the study's name and storage, and the lock that
-keeps one driver per comparison. Optuna is imported only here, in `tune.py` and in a trial's phase
-(training/tune_trial.py), when a comparison tunes."""
+key -> {type, low, high, log, choices}) as Optuna distributions, the studies' storage, and the lock that
+keeps one driver per comparison. The names they share with the trial phases and the report are spt_hf/tuning.py's.
+"""
 
 import contextlib
 import fcntl
@@ -10,30 +10,15 @@ import math
 import os
 from pathlib import Path
 
-from ..phases import TUNE_STORAGE
 from ..recipes.loading import load_yaml
-from ..report.tuning import PAIR_ARM, SCRATCH_ARM, SPT_ARM
+from ..tuning import DB_FILE, LOCK_FILE, SPT_PREFIX, TUNE_STORAGE, require_optuna
 from .plan import OWNED_KEYS
 
 DEFAULT_SPACE = Path(__file__).with_name("default-space.yaml")
 TYPES = ("float", "int", "categorical")
 # Recipe keys a trial may not search: compare sets them per phase, or they are the budget (--tune_max_steps).
 BUDGET_KEYS = ("max_steps", "total_steps", "spt_fraction", "num_train_epochs")
-LOCK_FILE = "tuning.lock"
-DB_FILE = "tuning.db"
-ARMS = (SCRATCH_ARM, SPT_ARM, PAIR_ARM)
-SPT_PREFIX = "spt."  # a key of the space searched in the SPT phase of a pair (`spt.learning_rate`)
 SPT_OPTIMISER_KEYS = ("learning_rate", "weight_decay", "warmup_steps")  # searched for SPT too with --tune_spt
-
-
-def require_optuna():
-    """The optuna module, or the one-line error naming the extra that installs it."""
-    try:  # (by name: an optional package, looked up only where it is used)
-        optuna = importlib.import_module("optuna")
-    except ImportError:
-        raise ValueError("--tune needs Optuna: pip install 'spt_hf[tune]' (or pip install 'optuna>=5,<6').") from None
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna
 
 
 def load_space(path: str | Path | None) -> dict[str, dict]:
@@ -107,13 +92,6 @@ def distributions(space: dict[str, dict]) -> dict:
 def sample_values(space: dict[str, dict]) -> dict:
     """One value per key (low, or the first choice): what the plan loads each recipe with to check the keys."""
     return {k: e["choices"][0] if e["type"] == "categorical" else e["low"] for k, e in space.items()}
-
-
-def study_name(task: str, architecture: str, arm: str) -> str:
-    """The study of one (task, architecture, arm): `digits/s4/scratch`."""
-    if arm not in ARMS:
-        raise ValueError(f"Unknown tuning arm {arm!r}; expected one of {list(ARMS)}.")
-    return f"{task}/{architecture}/{arm}"
 
 
 def storage_url(output_dir: str | Path, storage: str | None) -> str:

@@ -15,6 +15,7 @@ Where things are:
 - ``vocab.py``: the fixed special ids and the vocabularies.
 """
 
+from .cache import default_cache_dir
 from .collators import (
     IGNORE_INDEX,
     CausalSPTCollator,
@@ -32,7 +33,7 @@ from .generators import (
     write_listops_splits,
     write_pathfinder_splits,
 )
-from .loading import default_cache_dir, load_task, make_splits, subsample_train
+from .loading import load_task, make_splits, subsample_train
 from .pretraining import (
     DataFingerprint,
     DataLeakageError,

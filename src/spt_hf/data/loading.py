@@ -19,17 +19,12 @@ from typing import Any
 import datasets
 import numpy as np
 
+from .cache import default_cache_dir
 from .spec import DataFormatError, Source, TaskSpec
 from .tasks import get_task_spec
 
 CACHE_VERSION = 2  # 2: continuous values stored flat, 8-bit sources as uint8
 VALIDATION_FROM = ("train", "test")
-
-
-def default_cache_dir() -> Path:
-    """``$SPT_HF_CACHE`` if set, else ``~/.cache/spt_hf/tasks``."""
-    env = os.environ.get("SPT_HF_CACHE")
-    return Path(env).expanduser() if env else Path("~/.cache/spt_hf/tasks").expanduser()
 
 
 def cache_key(spec: TaskSpec, source: Source) -> str:
@@ -181,7 +176,7 @@ def subsample_train(
 
 
 def load_task(
-    name: str,
+    task: str | TaskSpec,
     /,
     data_dir: str | Path | None = None,
     *,
@@ -193,10 +188,11 @@ def load_task(
     seed: int = 0,
     **options: Any,
 ) -> datasets.DatasetDict:
-    """Load task ``name`` as a ``DatasetDict`` with ``train``, ``validation`` and ``test``.
+    """Load ``task`` as a ``DatasetDict`` with ``train``, ``validation`` and ``test``.
 
     Args:
-        name: a key of :data:`spt_hf.data.tasks.TASKS`.
+        task: a key of :data:`spt_hf.data.tasks.TASKS`, or a spec already built by ``get_task_spec`` (it carries its
+            options, so none are given; a caller that needs the spec builds it once and passes it).
         data_dir: the ``lra_release`` root, the task's folder, a folder written by ``spt-hf generate-data``, or
             a local copy of a Hub dataset; ``None`` for Hub tasks (online) and the offline tasks' system paths.
         cache_dir: where the Arrow cache goes (default :func:`default_cache_dir`).
@@ -213,7 +209,12 @@ def load_task(
         the task's ``storage_dtype``: ``reshape(-1, C)`` gives (L, C)) and ``label``. The splits are memory-mapped
         Arrow files: loading reads nothing into memory.
     """
-    spec = get_task_spec(name, split_seed=split_seed, validation_from=validation_from, data_dir=data_dir, **options)
+    if isinstance(task, TaskSpec):
+        if options:
+            raise TypeError(f"load_task got a built spec and options {sorted(options)}; give them to get_task_spec")
+        spec = task
+    else:
+        spec = get_task_spec(task, split_seed=split_seed, validation_from=validation_from, data_dir=data_dir, **options)
     raw = build_cached(spec, spec.locate(data_dir), cache_dir)
     splits = make_splits(raw, spec, validation_from=validation_from, split_seed=split_seed)
     splits = subsample_train(splits, num_train_examples, train_fraction, seed)

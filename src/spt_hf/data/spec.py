@@ -165,6 +165,10 @@ class TaskSpec:
     # train), and the part carved for validation; from the dataset's published sizes, each task naming its source.
     # None where unknown (the dry run then needs the recipe's ``max_steps`` or ``num_train_examples``).
     TRAIN_EXAMPLES: ClassVar[tuple[int, int] | None] = None
+    # The Hub's task type of a model finetuned on the task (its model card's `pipeline_tag`), by the data's modality.
+    HUB_TASK_TYPE: ClassVar[str] = "other"
+    # Which of spt_hf's generators (`data/generators`) writes the task's files: "listops", "pathfinder" or None.
+    GENERATOR: ClassVar[str | None] = None
 
     def __post_init__(self) -> None:
         checks = [

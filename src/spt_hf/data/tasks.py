@@ -107,6 +107,8 @@ class ListOpsTask(LraTsvTask):
     """
 
     name: str = "listops"
+    HUB_TASK_TYPE: ClassVar[str] = "text-classification"
+    GENERATOR: ClassVar[str | None] = "listops"
     vocab: Vocabulary | None = LISTOPS_VOCAB
     tokenization: str | None = "listops"
     max_length: int = 2048
@@ -131,6 +133,7 @@ class RetrievalTask(LraTsvTask):
     """
 
     name: str = "retrieval"
+    HUB_TASK_TYPE: ClassVar[str] = "text-classification"
     vocab: Vocabulary | None = BYTE_VOCAB
     tokenization: str | None = "bytes"
     max_length: int = 4000
@@ -164,6 +167,7 @@ class TextTask(TaskSpec):
     label_names: tuple[str, ...] | None = ("neg", "pos")
     hub_id: str = "stanfordnlp/imdb"
     OPTIONS: ClassVar[tuple[str, ...]] = ("max_length", "append_eos", "hub_id")
+    HUB_TASK_TYPE: ClassVar[str] = "text-classification"
     TRAIN_EXAMPLES: ClassVar[tuple[int, int] | None] = (22_500, 2_500)  # IMDb's 25,000 train reviews less 10%
 
     def locate(self, data_dir: str | Path | None) -> Source:
@@ -190,6 +194,7 @@ class ImageTask(TaskSpec):
     validation_size: float = 5000
     hub_id: str = "uoft-cs/cifar10"
     OPTIONS: ClassVar[tuple[str, ...]] = ("hub_id",)
+    HUB_TASK_TYPE: ClassVar[str] = "image-classification"
     TRAIN_EXAMPLES: ClassVar[tuple[int, int] | None] = (45_000, 5_000)  # CIFAR-10's 50,000 train images less 5,000
 
     def locate(self, data_dir: str | Path | None) -> Source:
@@ -244,6 +249,8 @@ class PathfinderTask(TaskSpec):
     spt_target: str = "levels"
     storage_dtype: str = "uint8"
     OPTIONS: ClassVar[tuple[str, ...]] = ("contour_length", "resolution")
+    HUB_TASK_TYPE: ClassVar[str] = "image-classification"
+    GENERATOR: ClassVar[str | None] = "pathfinder"
     TRAIN_EXAMPLES: ClassVar[tuple[int, int] | None] = (160_000, 0)  # 80% of the 200,000 images (PathX's too)
 
     def __post_init__(self) -> None:
@@ -321,6 +328,7 @@ class SpeechCommandsTask(TaskSpec):
     pooling: str = "max"
     hub_id: str = "google/speech_commands"
     OPTIONS: ClassVar[tuple[str, ...]] = ("hub_id",)
+    HUB_TASK_TYPE: ClassVar[str] = "audio-classification"
     TRAIN_EXAMPLES: ClassVar[tuple[int, int] | None] = (84_848, 0)  # v0.02: the Hub's train split
 
     def locate(self, data_dir: str | Path | None) -> Source:
@@ -357,6 +365,7 @@ class BidmcTask(TaskSpec):
     metric: str = "r2"
     spt_target: str = "values"
     OPTIONS: ClassVar[tuple[str, ...]] = ("dataset_name", "num_channels", "max_length")
+    HUB_TASK_TYPE: ClassVar[str] = "tabular-regression"
     TRAIN_EXAMPLES: ClassVar[tuple[int, int] | None] = (5_009, 556)  # BIDMC32's 5,565 train series less 10%
 
     @classmethod
@@ -394,6 +403,7 @@ class DigitsTask(TaskSpec):
     num_labels: int = 10
     split_sizes: tuple[float, float, float] = (500, 400, 897)
     OPTIONS: ClassVar[tuple[str, ...]] = ("input_kind",)
+    HUB_TASK_TYPE: ClassVar[str] = "image-classification"
 
     @classmethod
     def from_options(cls, **options: Any) -> TaskSpec:
@@ -438,6 +448,7 @@ class FashionMnistTask(TaskSpec):
     train_size: int | None = None
     test_size: int | None = None
     OPTIONS: ClassVar[tuple[str, ...]] = ("train_size", "test_size")
+    HUB_TASK_TYPE: ClassVar[str] = "image-classification"
 
     def locate(self, data_dir: str | Path | None) -> Source:
         return offline.locate_fashion_mnist(data_dir)
@@ -462,6 +473,7 @@ class SpokenDigitsTask(TaskSpec):
     spt_target: str = "values"
     pooling: str = "max"
     OPTIONS: ClassVar[tuple[str, ...]] = ()
+    HUB_TASK_TYPE: ClassVar[str] = "audio-classification"
 
     def locate(self, data_dir: str | Path | None) -> Source:
         return offline.locate_spoken_digits(data_dir)
@@ -489,6 +501,15 @@ TASKS: dict[str, type[TaskSpec]] = {
         CustomTask,
     )
 }
+
+
+# The tasks whose files spt_hf's generators write (`spt-hf generate-data`, a recipe's `generate_data:` block).
+GENERATED_TASKS: tuple[str, ...] = tuple(name for name, cls in TASKS.items() if cls.GENERATOR is not None)
+
+
+def hub_task_type(name: str) -> str:
+    """The Hub task type of a model finetuned on task ``name`` ("other" for a task spt_hf does not know)."""
+    return TASKS[name].HUB_TASK_TYPE if name in TASKS else "other"
 
 
 def get_task_spec(name: str, /, **options: Any) -> TaskSpec:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from ..data.tasks import hub_task_type
 from ..phases import FINETUNE_PHASE, SPT_PHASE, recorded_start_kind
 from .data_card import data_context
 
@@ -43,22 +44,6 @@ ARCHITECTURE_FIELDS = (
     "reverse_weights",
 )
 HEAD_FIELDS = ("pooling", "classifier_type", "problem_type")
-# Hub task type of the finetuned model, by the modality of the task's data.
-TASK_TYPES = {
-    "listops": "text-classification",
-    "text": "text-classification",
-    "retrieval": "text-classification",
-    "image": "image-classification",
-    "scifar": "image-classification",
-    "digits": "image-classification",
-    "fashion_mnist": "image-classification",
-    "pathfinder": "image-classification",
-    "pathx": "image-classification",
-    "pathx256": "image-classification",
-    "speech_commands": "audio-classification",
-    "spoken_digits": "audio-classification",
-    "bidmc": "tabular-regression",
-}
 SPT_TASK_TYPES = {
     "masked": ("fill-mask", "Masked self-pretraining (SPT)"),
     "causal": ("text-generation", "Causal self-pretraining (SPT)"),
@@ -118,7 +103,7 @@ def eval_results(results: dict, model_name: str) -> list[EvalResult]:
     if results["phase"] == SPT_PHASE:
         task_type, task_name = SPT_TASK_TYPES[results["recipe"]["spt"]["objective"]]
     else:
-        task_type, task_name = TASK_TYPES.get(task, "other"), f"{task} (finetuned)"
+        task_type, task_name = hub_task_type(task), f"{task} (finetuned)"
     dataset_type = hub_dataset_id(results) or task
     evals = []
     for split, name, value in metric_rows(results):

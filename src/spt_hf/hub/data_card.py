@@ -13,12 +13,11 @@ from pathlib import Path
 MAX_FILES_SHOWN = 20
 TOKENIZER_FILE = "tokenizer.json"
 FEATURE_EXTRACTOR_FILE = "preprocessor_config.json"
+TASK_CARD_FILE = "task_card.json"  # written beside each phase's model by `preprocessing.write_task_card`
 
 
 def read_task_card(folder: str | Path) -> dict | None:
     """The `task_card.json` of a checkpoint folder, or None."""
-    from ..preprocessing import TASK_CARD_FILE  # lazily: the card code stays free of the data stack
-
     path = Path(folder, TASK_CARD_FILE)
     return json.loads(path.read_text()) if path.is_file() else None
 

@@ -30,7 +30,7 @@ import numpy as np
 from ..phases import StartKind
 from .across_tasks import AGGREGATE_FILE, CD_FIGURE, MIN_TASKS, across_tasks, across_tasks_section, aggregate_json
 from .plots import plot_critical_difference, plot_learning_curves, plot_test_metrics
-from .rows import KIND_NAMES, Row, Run, comparison_rows, find_results, metric_scale
+from .rows import KIND_NAMES, Row, Run, comparison_rows, duration_text, find_results, metric_scale
 from .statistics import ALPHA, MIN_PAIRS, Paired, by_seed, paired_difference
 from .tuning import find_study, read_tuning, search_cost, tuned_keys, tuned_label, tuning_section
 
@@ -69,15 +69,7 @@ def _cost(runs: list[Run], spt: bool) -> str:
     flops = [r.flops for r in runs]
     walls = [r.wall_s for r in runs]
     flop_text = "— FLOPs" if None in flops else f"{np.mean(flops):.3g} FLOPs".replace("e+", "e")
-    return f"{_budget(runs, spt)} steps · {flop_text} · {_duration(None if None in walls else np.mean(walls))}"
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "— s"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.2f} h"
+    return f"{_budget(runs, spt)} steps · {flop_text} · {duration_text(None if None in walls else np.mean(walls))}"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -120,7 +112,7 @@ def markdown_table(rows: list[Row], studies: list[dict] | None = None) -> str:
         gain = _difference(paired, np.mean(spt) - np.mean(scratch), scale) if scratch and spt else "—"
         study = {side: find_study(studies or [], row.task, row.architecture, side) for side in ("baseline", "spt")}
         label = {side: tuned_label(studies or [], found) for side, found in study.items()}
-        search = {side: search_cost(found, _duration) for side, found in study.items()}
+        search = {side: search_cost(found) for side, found in study.items()}
         lines.append(
             f"| {row.task} | {row.architecture} | {row.variant or '—'} | {row.metric} | {row.baseline_kind}"
             f" | {mean_spread(scratch, scale)}{label['baseline']}"

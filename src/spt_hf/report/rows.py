@@ -14,12 +14,10 @@ from pathlib import Path
 
 from ..phases import BASELINE_KINDS, FINETUNE_PHASE, FINETUNING_PHASES, StartKind, recorded_start_kind
 from ..training.results import RESULTS_FILE
+from ..tuning import TRIAL_FILE
 
 # Recipe entries that differ between the runs of one row without making them different experiments.
 NOT_A_VARIANT = ("training.seed", "model.model_name_or_path", "init.weights_sha256", "world_size")
-# In the run folder of each trial of `spt-hf compare --tune` (compare/tune.py): the report leaves these phases out of
-# its rows (they are the search, shown in its own section), and counts them in the cost of their arm.
-TRIAL_FILE = "tune_trial.json"
 BUDGET_KEYS = ("training.max_steps", "spt.total_steps", "spt.spt_fraction")  # one entry instead: budget.steps
 # How the report names each kind of run (`StartKind`): the baseline's two, and finetuning after SPT.
 KIND_NAMES = {
@@ -81,10 +79,20 @@ def find_results(paths: list[str | Path]) -> list[dict]:
             except (OSError, json.JSONDecodeError) as error:
                 print(f"spt_hf: skipping {path}: {error}")
                 continue
+            # a trial's phase of `compare --tune` is the search, shown in its own section, not a row
             if "phase" in data and not (path.parent.parent / TRIAL_FILE).is_file():
                 data["_path"] = str(path)
                 found.append(data)
     return found
+
+
+def duration_text(seconds: float | None) -> str:
+    """A wall time as the report writes it: `42.0 s`, `3.5 min`, `2.25 h` (`— s` when not recorded)."""
+    if seconds is None:
+        return "— s"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.2f} h"
 
 
 def architecture_name(result: dict) -> str:

@@ -1,8 +1,9 @@
 """The tuning part of `spt-hf report`, for a comparison run with `spt-hf compare --tune` (its `tuning.json`, written
-by compare/tune.py): per (task, architecture, arm) the trials run, the space, the chosen values, the spread of the
-validation metric across trials and `tuning.png` (best-so-far validation against trial number); in the main table
-each tuned side says "tuned, N trials" and its cost adds the search's (steps, FLOPs, wall time of every trial). A
-study with fewer completed trials than planned, or than another study of the comparison, is flagged.
+by compare/tune.py; the names are spt_hf/tuning.py's): per (task, architecture, arm) the trials run, the space, the
+chosen values, the spread of the validation metric across trials and `tuning.png` (best-so-far validation against
+trial number); in the main table each tuned side says "tuned, N trials" and its cost adds the search's (steps, FLOPs,
+wall time of every trial). A study with fewer completed trials than planned, or than another study of the comparison,
+is flagged.
 """
 
 import json
@@ -10,12 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..tuning import PAIR_ARM, SCRATCH_ARM, SPT_ARM, SUMMARY_FILE
 from .plots import pyplot, save_figure
+from .rows import duration_text
 
-SUMMARY_FILE = "tuning.json"  # in a tuned comparison's output folder (compare/tune.py writes it)
-# The arms of a search: the baseline phase; finetuning from the first seed's SPT checkpoint; with --tune_spt,
-# SPT + finetuning pairs.
-SCRATCH_ARM, SPT_ARM, PAIR_ARM = "scratch", "spt", "spt_pair"
 SIDES = {"baseline": (SCRATCH_ARM,), "spt": (SPT_ARM, PAIR_ARM)}  # the report's side -> the study's arms
 FLAG = "⚠"
 
@@ -65,7 +64,7 @@ def tuned_label(studies: list[dict], study: dict | None) -> str:
     return f" (tuned, {len(completed(study))} trials{' ' + FLAG if unequal(studies, study) else ''})"
 
 
-def search_cost(study: dict | None, duration) -> str:
+def search_cost(study: dict | None) -> str:
     """The " + search: steps · FLOPs · wall time" of every trial of a study (summed), for a cost cell; "≥" when a
     trial recorded none (it failed before writing its results: what it spent is not known)."""
     if study is None:
@@ -75,7 +74,7 @@ def search_cost(study: dict | None, duration) -> str:
     at_least = "≥ " if len(known) < len(trials) else ""
     flops = f"{sum(t['flops'] for t in known):.3g} FLOPs".replace("e+", "e")
     steps = sum(t["steps"] for t in known)
-    return f" + search: {at_least}{steps} steps · {flops} · {duration(sum(t['wall_s'] for t in known))}"
+    return f" + search: {at_least}{steps} steps · {flops} · {duration_text(sum(t['wall_s'] for t in known))}"
 
 
 def best_so_far(study: dict) -> list[tuple[int, float]]:
@@ -132,7 +131,7 @@ def _study_line(studies: list[dict], study: dict) -> str:
         best_value = f"{best['value']:.4g}"
     flag = f" {FLAG}" if unequal(studies, study) else ""
     spread = " / ".join(f"{v:.4g}" for v in np.percentile(values, [0, 50, 100])) if values else "—"
-    cost = search_cost(study, _duration).removeprefix(" + search: ")
+    cost = search_cost(study).removeprefix(" + search: ")
     counts = f"{len(values)} / {len(pruned(study))} / {len(study['trials'])}{flag}"
     return f"| {study['name']} | {counts} | {chosen} | {best_value} | {spread} | {cost} |"
 
@@ -145,12 +144,6 @@ def _distribution(entry: dict) -> str:
 
 def _number(value) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
-
-
-def _duration(seconds: float | None) -> str:
-    from .comparison import _duration as duration  # (one home for how the report writes a duration)
-
-    return duration(seconds)
 
 
 def plot_tuning(studies: list[dict], out: Path) -> Path:

@@ -11,6 +11,7 @@ import datasets
 
 from ..data import (
     GENERATED_TASKS,
+    LOAD_OPTIONS,
     TaskSpec,
     default_cache_dir,
     fit_normalization,
@@ -66,18 +67,17 @@ def load_task_data(recipe: Recipe) -> TaskData:
     elif data_dir is not None and not Path(data_dir).exists():
         raise FileNotFoundError(f"`data_dir` {data_dir} does not exist (task {data.task}).")
     validation_from = options.pop("validation_from", data.validation_from)  # a custom task's option too
+    spec = get_task_spec(data.task, validation_from=validation_from, data_dir=data_dir, **options)  # built once
     splits = load_task(
-        data.task,
+        spec,
         data_dir,
         validation_from=validation_from,
         num_train_examples=data.num_train_examples,
         train_fraction=data.train_fraction,
         seed=recipe.training.seed,
-        **options,
+        **{k: v for k, v in options.items() if k in LOAD_OPTIONS},  # cache_dir, split_seed: load_task's own
     )
-    spec = fit_normalization(
-        get_task_spec(data.task, validation_from=validation_from, data_dir=data_dir, **options), splits["train"]
-    )
+    spec = fit_normalization(spec, splits["train"])
     tokenizer_source = backbone_tokenizer_source(recipe)
     if tokenizer_source is not None:  # spt_backbone with `backbone_input: tokenizer`: the backbone's own token ids
         from transformers import AutoTokenizer

@@ -5,7 +5,7 @@
 2. A ``<name>_TRAIN.ts`` / ``<name>_TEST.ts`` pair. Several pairs (aeon's unequal-length folders also hold
    ``<name>_eq_*``) are refused: name the files with ``data_files``.
 3. Split-named files at the top of the folder (``train.csv``, ``test.parquet``, ``dev.jsonl``...; see
-   :func:`.sources.split_of`), in one format; else split folders of data files (``train/part-0.parquet``...).
+   :func:`.files.split_of`), in one format; else split folders of data files (``train/part-0.parquet``...).
 4. Class folders ``[split/]<label>/<file>``: each file is one example, its folder name the label. A ``.npy`` file
    (``(L,)`` or ``(L, C)``) or a ``.csv`` file (one time step per line, channels separated by ``,``, an optional
    header line) is a series, stored ``(L, C)`` in ``input_values``; when any other file holds a NUL byte in its
@@ -25,10 +25,13 @@ import datasets
 import numpy as np
 
 from ..spec import DataFormatError, text_lines
-from . import readers, sources
+from . import readers
+from .files import SPLIT_WORDS, read_files, split_of
+from .formats import Format, class_label_hint, detect, format_named
 from .raw import LabelHint, RawSource
 
-SERIES_SUFFIXES = (".npy", ".csv")
+SERIES_SUFFIXES = (".npy", ".csv")  # class folders' series files: one example each, not a source format
+TS = format_named("ts")  # the format of a <name>_TRAIN.ts / <name>_TEST.ts pair
 SNIFF_BYTES = 8000  # a file with a NUL byte among its first SNIFF_BYTES bytes is binary (git's heuristic)
 
 LOOKED_FOR = (
@@ -43,20 +46,18 @@ def natural_key(text: str) -> tuple:
     return tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", text) if t)
 
 
-def read_data_dir(root: Path, fmt: str | None, cache_dir: Path | None) -> RawSource:
+def read_data_dir(root: Path, fmt: Format | None, cache_dir: Path | None) -> RawSource:
     """The splits of ``root`` by the first layout (module docstring) that matches."""
     if not root.is_dir():
         raise FileNotFoundError(f"custom task: data_dir {str(root)!r} is not a folder; check the path")
     if (root / "dataset_dict.json").is_file() or (root / "state.json").is_file():
         loaded = datasets.load_from_disk(str(root))
         splits = dict(loaded) if isinstance(loaded, datasets.DatasetDict) else {"train": loaded}
-        return RawSource(
-            splits, "save_to_disk", (root,), f"{root.name} (save_to_disk)", sources.class_label_hint(splits)
-        )
+        return RawSource(splits, "save_to_disk", (root,), f"{root.name} (save_to_disk)", class_label_hint(splits))
     if (pair := _ts_pair(root)) is not None:
-        return sources.read_files(pair, "ts", cache_dir)
+        return read_files(pair, TS, cache_dir)
     if named := _split_files(root):
-        return sources.read_files(named, fmt, cache_dir)
+        return read_files(named, fmt, cache_dir)
     if any(p.is_dir() and not p.name.startswith(".") for p in root.iterdir()):
         return read_class_folders(root, cache_dir)
     raise FileNotFoundError(f"custom task: data_dir {str(root)!r} holds none of: {LOOKED_FOR}; or use data_files")
@@ -67,15 +68,15 @@ def _split_files(root: Path) -> dict[str, list[Path]]:
     and no subfolders (those are class folders)."""
     named: dict[str, list[Path]] = {}
     for path in sorted(root.iterdir()):
-        if path.is_file() and path.suffix.lower() in sources.EXTENSIONS and (split := sources.split_of(path)):
+        if path.is_file() and detect(path) is not None and (split := split_of(path)):
             named.setdefault(split, []).append(path)
     if named:
         return named
-    for folder in sorted(p for p in root.iterdir() if p.is_dir() and p.name.lower() in sources.SPLIT_WORDS):
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and p.name.lower() in SPLIT_WORDS):
         inside = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
-        files = [p for p in inside if p.is_file() and p.suffix.lower() in sources.EXTENSIONS]
+        files = [p for p in inside if p.is_file() and detect(p) is not None]
         if files and not any(p.is_dir() for p in inside):
-            named[sources.SPLIT_WORDS[folder.name.lower()]] = files
+            named[SPLIT_WORDS[folder.name.lower()]] = files
     return named
 
 
@@ -113,8 +114,8 @@ def _name_key(path: Path) -> tuple:
 def read_class_folders(root: Path, cache_dir: Path | None) -> RawSource:
     """Class folders ``[split/]<label>/<file>`` (module docstring, layout 4)."""
     tops = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
-    if tops and all(p.name.lower() in sources.SPLIT_WORDS for p in tops):
-        layout = {sources.SPLIT_WORDS[p.name.lower()]: _class_files(p) for p in tops}
+    if tops and all(p.name.lower() in SPLIT_WORDS for p in tops):
+        layout = {SPLIT_WORDS[p.name.lower()]: _class_files(p) for p in tops}
     else:
         layout = {"train": _class_files(root)}
     if not any(layout.values()):

@@ -1,6 +1,6 @@
-"""Everything a custom task infers from its source, from the train split only, as one JSON-able dict.
+"""Everything a custom task infers from its source, from the train split only: one :class:`Inference`.
 
-:func:`infer` reads the source, picks the columns, the labels and problem type (:mod:`.labels`), the splits
+:func:`infer` takes the source as read, picks the columns, the labels and problem type (:mod:`.labels`), the splits
 (:mod:`.splits`), the inputs (:mod:`.inputs`), scans every split once (:mod:`.leakage`) and writes the task card.
 :func:`views` rebuilds the splits from a saved inference (the cache build reads the source again).
 """
@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import datasets
 import numpy as np
 
-from ..spec import DataFormatError
+from ..spec import DataFormatError, Normalization
 from .inputs import InputPlan, choose_input_columns, detect_plan
 from .labels import LABEL_COLUMNS, LabelPlan, infer_labels
 from .leakage import LEAKAGE_CHECKS, leakage_report, scan_split
@@ -28,6 +29,69 @@ UNSEEN_LABELS = ("error", "drop")
 CARVED_SIZE = 0.1  # default validation_size and test_size: the part of train carved for a split the source lacks
 
 View = tuple[datasets.Dataset, "np.ndarray | None"]
+
+
+@dataclass(frozen=True)
+class Inference:
+    """What a custom task inferred from its source: all its spec and its cache build read. Saved as JSON
+    (:meth:`to_json`) under the task cache and read back (:meth:`from_json`).
+
+    Args:
+        options: the task options it was inferred from (plain JSON values; ``name`` left out).
+        labels: the label column, the problem type and evidence, and the classes.
+        inputs: how a row's input columns become tokens or an ``(L, C)`` series.
+        max_length: the longest sequence kept, and ``max_length_rule``: how it was set.
+        normalization: the per-channel mean/std of continuous inputs (fitted on train, or 0/1 per series);
+            ``None`` for tokens.
+        train_examples: training examples once validation and test are carved.
+        card: the task card (JSON-able).
+        key: the inference cache key (options and source files); empty until cached.
+    """
+
+    options: dict[str, Any]
+    labels: LabelPlan
+    inputs: InputPlan
+    max_length: int
+    max_length_rule: str
+    normalization: Normalization | None
+    train_examples: int
+    card: dict[str, Any] = dataclasses.field(default_factory=dict, hash=False)
+    key: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON-able form the cache file holds (the key is the file's name)."""
+        norm = self.normalization
+        return {
+            "options": self.options,
+            "labels": dataclasses.asdict(self.labels),
+            "inputs": dataclasses.asdict(self.inputs),
+            "max_length": self.max_length,
+            "max_length_rule": self.max_length_rule,
+            "normalization": [list(norm.mean), list(norm.std)] if norm is not None else None,
+            "train_examples": self.train_examples,
+            "card": self.card,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], key: str = "") -> Inference:
+        """The inference of a cache file's :meth:`to_json` content."""
+        norm = data["normalization"]
+        return cls(
+            options=data["options"],
+            labels=LabelPlan(**_tuples(data["labels"])),
+            inputs=InputPlan(**_tuples(data["inputs"])),
+            max_length=data["max_length"],
+            max_length_rule=data["max_length_rule"],
+            normalization=Normalization(tuple(norm[0]), tuple(norm[1])) if norm is not None else None,
+            train_examples=data["train_examples"],
+            card=data["card"],
+            key=key,
+        )
+
+
+def _tuples(values: dict[str, Any]) -> dict[str, Any]:
+    """JSON lists back to the tuples of a plan's fields."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
 
 
 def where_of(raw: RawSource) -> str:
@@ -123,8 +187,8 @@ def _source_card(raw: RawSource) -> dict[str, Any]:
     return card
 
 
-def infer(raw: RawSource, options: dict[str, Any]) -> dict[str, Any]:
-    """The inference of a custom task from ``raw`` (read from ``options``' source) as a JSON-able dict."""
+def infer(raw: RawSource, options: dict[str, Any]) -> Inference:
+    """The inference of a custom task from ``raw`` (read from ``options``' source); its ``key`` is left empty."""
     _check(options)
     where = where_of(raw)
     splits = canonical_splits(raw.splits, where)
@@ -153,18 +217,12 @@ def infer(raw: RawSource, options: dict[str, Any]) -> dict[str, Any]:
     empty = next((s for s, st in stats.items() if not st.lengths), None)
     if empty is not None:
         raise DataFormatError(f"{where}: the {empty} split has zero rows; give it examples or let it be carved")
-    fitted = _fitted(plan, stats, options)
-    return {
-        "options": options,
-        "labels": dataclasses.asdict(labels),
-        "inputs": dataclasses.asdict(plan),
-        **fitted,
-        "card": _card(raw, options, labels, plan, stats, origin, unseen, fitted),
-    }
+    fitted = _fitted(options, labels, plan, stats)
+    return dataclasses.replace(fitted, card=_card(raw, fitted, stats, origin, unseen))
 
 
-def _fitted(plan: InputPlan, stats: dict, options: dict) -> dict[str, Any]:
-    """The spec's fields fitted on train: max_length, normalisation."""
+def _fitted(options: dict, labels: LabelPlan, plan: InputPlan, stats: dict) -> Inference:
+    """The inference without its card: the plans, and max_length and the normalisation fitted on train."""
     longest = max(stats["train"].lengths)
     cap = int(options.get("max_length_cap") or MAX_LENGTH_CAP)
     given = options.get("max_length")
@@ -177,27 +235,21 @@ def _fitted(plan: InputPlan, stats: dict, options: dict) -> dict[str, Any]:
         std = np.where(std > 1e-8, std, 1.0)
         if plan.normalization == "per_series":
             mean, std = np.zeros_like(mean), np.ones_like(std)
-        normalization = [[float(m) for m in mean], [float(s) for s in std]]
-    return {
-        "max_length": max_length,
-        "max_length_rule": f"auto: longest train {longest}, cap {cap}" if given in (None, "auto") else "set",
-        "normalization": normalization,
-        "train_examples": len(stats["train"].lengths),
-    }
+        normalization = Normalization(tuple(float(m) for m in mean), tuple(float(s) for s in std))
+    return Inference(
+        options=options,
+        labels=labels,
+        inputs=plan,
+        max_length=max_length,
+        max_length_rule=f"auto: longest train {longest}, cap {cap}" if given in (None, "auto") else "set",
+        normalization=normalization,
+        train_examples=len(stats["train"].lengths),
+    )
 
 
-def _card(
-    raw: RawSource,
-    options: dict,
-    labels: LabelPlan,
-    plan: InputPlan,
-    stats: dict,
-    origin: dict,
-    unseen: dict,
-    fitted: dict,
-) -> dict:
+def _card(raw: RawSource, found: Inference, stats: dict, origin: dict, unseen: dict) -> dict:
     """The task card: the source, columns, problem type and evidence, classes, inputs, lengths and leakage."""
-    max_length = fitted["max_length"]
+    options, labels, plan, max_length = found.options, found.labels, found.inputs, found.max_length
     card: dict[str, Any] = {
         "task": "custom",
         "source": _source_card(raw),
@@ -208,7 +260,7 @@ def _card(
         "label_names": list(labels.names) if labels.names else None,
         "input_kind": plan.kind,
         "max_length": max_length,
-        "max_length_rule": fitted["max_length_rule"],
+        "max_length_rule": found.max_length_rule,
         "truncation": options.get("truncation") or "right",
         "splits": {s: len(st.lengths) for s, st in stats.items()},
         "split_origin": origin,
@@ -225,9 +277,9 @@ def _card(
     if plan.kind == "tokens":
         card.update(tokenizer=plan.tokenizer, vocab_size=4 + len(plan.symbols))
     else:
-        norm = fitted["normalization"]
+        norm = found.normalization
         card.update(num_channels=plan.num_channels, layout=plan.layout, missing=plan.missing)
-        card["normalization"] = {"mode": plan.normalization, "mean": norm[0], "std": norm[1]}
+        card["normalization"] = {"mode": plan.normalization, "mean": list(norm.mean), "std": list(norm.std)}
     check = options.get("leakage_check") or "warn"
     validation_is_test = origin["validation"].startswith("the test split")
     card["leakage"] = leakage_report(stats, validation_is_test) if check != "off" else {"check": "off"}

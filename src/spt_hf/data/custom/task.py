@@ -1,11 +1,12 @@
 """``task: custom``: a :class:`~spt_hf.data.spec.TaskSpec` whose every field is inferred from the user's data.
 
 ``task_options`` name the source and, optionally, the columns and preprocessing (docs/own-data.md); the rest is
-inferred from the train split by :func:`~.infer.infer`. The inference is cached (a JSON file under the task cache,
-keyed by the options and the size and mtime of every source file) and memoised in the process, so building the spec
-again (``compare``, ``estimate`` and training all do) costs a directory listing. The result is a plain spec: token
-inputs get a fitted :class:`~spt_hf.data.vocab.Vocabulary` and a ``tokenization``; continuous inputs get their
-channels and a normalisation fitted on train (or per series). ``task_card`` is the JSON-able task card.
+inferred from the train split by :func:`~.infer.infer`, an :class:`~.infer.Inference`. The inference is cached (a
+JSON file under the task cache, keyed by the options and the size and mtime of every source file) and memoised in the
+process, so building the spec again (``compare``, ``estimate`` and training all do) costs a directory listing. The
+result is a plain spec: token inputs get a fitted :class:`~spt_hf.data.vocab.Vocabulary` and a ``tokenization``;
+continuous inputs get their channels and a normalisation fitted on train (or per series). ``task_card`` is the
+JSON-able task card.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..spec import Normalization, RawSplits, Source, TaskSpec
+from ..cache import default_cache_dir
+from ..spec import RawSplits, Source, TaskSpec
 from ..vocab import BYTE_VOCAB, Vocabulary
-from .infer import infer, read_from, views, where_of
-from .inputs import TOKENIZATION, TOKENIZERS, InputPlan, iter_rows
-from .labels import LabelPlan
+from .infer import Inference, infer, read_from, views, where_of
+from .inputs import TOKENIZATION, TOKENIZERS, iter_rows
 from .raw import RawSource
 from .sources import SOURCE_KEYS, read_source
 from .splits import canonical_splits
@@ -57,7 +58,7 @@ OPTION_KEYS = (
     "unseen_labels",
     "name",
 )
-_MEMO: dict[str, dict[str, Any]] = {}
+_MEMO: dict[str, Inference] = {}
 _WARNED: set[str] = set()
 
 
@@ -97,12 +98,6 @@ def source_files(options: dict[str, Any]) -> list[Path]:
     return [Path(p) for p in paths if Path(p).is_file()]
 
 
-def _tasks_root() -> Path:
-    from ..loading import default_cache_dir  # loading imports the tasks, so not at import time
-
-    return default_cache_dir()
-
-
 def inference_key(options: dict[str, Any]) -> str:
     """A hash of the options and of the path, size and mtime of every source file."""
     stats = [[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in source_files(options)]
@@ -110,24 +105,23 @@ def inference_key(options: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def cached_inference(options: dict[str, Any]) -> dict[str, Any]:
+def cached_inference(options: dict[str, Any]) -> Inference:
     """The inference of ``options`` from the memo, the cache file, or :func:`infer` (then saved atomically)."""
     key = inference_key(options)
     if key in _MEMO:
         return _MEMO[key]
-    path = _tasks_root() / "custom-inference" / f"{key}.json"
+    path = default_cache_dir() / "custom-inference" / f"{key}.json"
     if path.is_file():
-        result = json.loads(path.read_text())
+        saved = json.loads(path.read_text())
     else:
-        result = infer(read_task_source(options, _tasks_root() / "sources"), options)
-        result = json.loads(json.dumps(result, default=_jsonable))
+        found = infer(read_task_source(options, default_cache_dir() / "sources"), options)
+        saved = json.loads(json.dumps(found.to_json(), default=_jsonable))  # what a later process reads back
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(result, indent=1, sort_keys=True))
+        tmp.write_text(json.dumps(saved, indent=1, sort_keys=True))
         os.replace(tmp, path)
-    result["key"] = key
-    _MEMO[key] = result
-    return result
+    _MEMO[key] = Inference.from_json(saved, key)
+    return _MEMO[key]
 
 
 def _jsonable(value: Any) -> Any:
@@ -185,7 +179,7 @@ class CustomTask(TaskSpec):
     validation_from: str | None = None
     leakage_check: str | None = None
     unseen_labels: str | None = None
-    inference: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    inference: Inference | None = field(default=None, compare=False, hash=False, repr=False)
 
     OPTIONS: ClassVar[tuple[str, ...]] = SOURCE_KEYS + OPTION_KEYS
 
@@ -203,35 +197,17 @@ class CustomTask(TaskSpec):
             )
         found = cached_inference({k: v for k, v in plain.items() if k != "name"})  # a name changes no inference
         _report_leakage(found, plain.get("leakage_check") or "warn")
-        labels, inputs = found["labels"], found["inputs"]
         fields = {k: _frozen(v) for k, v in plain.items() if k not in ("normalization", "max_length", "label_names")}
-        kind = inputs["kind"]
-        if kind == "tokens":
-            tokenizer = inputs["tokenizer"]
-            if tokenizer not in TOKENIZERS:  # an existing Hugging Face tokenizer: its vocabulary, ids shifted by 4
-                vocab, tokenization = Vocabulary(inputs["symbols"], "custom-pretrained"), None
-            else:
-                vocab = BYTE_VOCAB if tokenizer == "bytes" else Vocabulary(inputs["symbols"], f"custom-{tokenizer}")
-                tokenization = TOKENIZATION[tokenizer]
-            kind_fields = {"vocab": vocab, "tokenization": tokenization}
-        else:
-            mean, std = found["normalization"]
-            kind_fields = {
-                "vocab": None,
-                "num_channels": inputs["num_channels"],
-                "normalization": Normalization(tuple(mean), tuple(std)),
-                "spt_target": "values",
-            }
-        regression = labels["problem_type"] == "regression"
         fields.setdefault("name", source_name(plain))
+        labels, regression = found.labels, found.labels.problem_type == "regression"
         return cls(
             **fields,
-            **kind_fields,
-            input_kind=kind,
-            max_length=found["max_length"],
-            problem_type=labels["problem_type"],
-            num_labels=1 if regression else len(labels["names"]),
-            label_names=None if regression else tuple(labels["names"]),
+            **_input_fields(found),
+            input_kind=found.inputs.kind,
+            max_length=found.max_length,
+            problem_type=labels.problem_type,
+            num_labels=1 if regression else len(labels.names),
+            label_names=None if regression else labels.names,
             metric="r2" if regression else "accuracy",
             inference=found,
         )
@@ -239,7 +215,7 @@ class CustomTask(TaskSpec):
     @property
     def task_card(self) -> dict[str, Any]:
         """The task card (JSON-able): source, columns, problem type and evidence, classes, lengths, leakage."""
-        return self.inference["card"]
+        return self.inference.card
 
     @property
     def pretrained_tokenizer(self) -> str | None:
@@ -247,21 +223,19 @@ class CustomTask(TaskSpec):
         return self.tokenizer if self.input_kind == "tokens" and self.tokenizer not in (None, *TOKENIZERS) else None
 
     def options(self) -> dict[str, Any]:
-        return {**super().options(), "inference": self.inference.get("key")}
+        return {**super().options(), "inference": self.inference.key if self.inference else None}
 
     def train_examples(self, validation_from: str = "train") -> int | None:
-        return self.inference["train_examples"]
+        return self.inference.train_examples
 
     def locate(self, data_dir: str | Path | None) -> Source:
-        files = tuple(source_files(self.inference["options"]))
+        files = tuple(source_files(self.inference.options))
         root = Path(self.data_dir) if self.data_dir else (files[0].parent if files else None)
-        return Source(root=root, files=files, hub_id=self.hub_id, extra={"key": self.inference["key"]})
+        return Source(root=root, files=files, hub_id=self.hub_id, extra={"key": self.inference.key})
 
     def build(self, source: Source) -> RawSplits:
-        options = self.inference["options"]
-        raw = read_task_source(options, _tasks_root() / "sources")
-        labels = _label_plan(self.inference["labels"])
-        plan = InputPlan(**{k: tuple(v) if isinstance(v, list) else v for k, v in self.inference["inputs"].items()})
+        options, labels, plan = self.inference.options, self.inference.labels, self.inference.inputs
+        raw = read_task_source(options, default_cache_dir() / "sources")
         parts, origin = views(canonical_splits(raw.splits, where_of(raw)), labels, options, options.get("group_column"))
         columns = list(dict.fromkeys([*plan.columns, labels.column]))
         truncation = options.get("truncation") or "right"
@@ -277,18 +251,26 @@ class CustomTask(TaskSpec):
         return {split: (lambda s=split: examples(s)) for split in parts}
 
 
-def _label_plan(values: dict[str, Any]) -> LabelPlan:
-    return LabelPlan(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+def _input_fields(found: Inference) -> dict[str, Any]:
+    """The spec's fields of the inputs: a vocabulary and tokenization, or the channels and their normalisation."""
+    inputs = found.inputs
+    if inputs.kind != "tokens":
+        norm = found.normalization
+        return {"vocab": None, "num_channels": inputs.num_channels, "normalization": norm, "spt_target": "values"}
+    if inputs.tokenizer not in TOKENIZERS:  # an existing Hugging Face tokenizer: its vocabulary, ids shifted by 4
+        return {"vocab": Vocabulary(inputs.symbols, "custom-pretrained"), "tokenization": None}
+    vocab = BYTE_VOCAB if inputs.tokenizer == "bytes" else Vocabulary(inputs.symbols, f"custom-{inputs.tokenizer}")
+    return {"vocab": vocab, "tokenization": TOKENIZATION[inputs.tokenizer]}
 
 
-def _report_leakage(found: dict[str, Any], check: str) -> None:
+def _report_leakage(found: Inference, check: str) -> None:
     """``warn``: one log line per finding, once per process; ``error``: a one-line error naming the first."""
-    findings = found["card"]["leakage"].get("findings") or []
-    where = found["card"]["source"]["description"]
+    findings = found.card["leakage"].get("findings") or []
+    where = found.card["source"]["description"]
     if check == "error" and findings:
         more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
         raise ValueError(f"{where}: leakage: {findings[0]}{more}; fix the splits or set leakage_check: warn")
-    if check == "warn" and found["key"] not in _WARNED:
-        _WARNED.add(found["key"])
+    if check == "warn" and found.key not in _WARNED:
+        _WARNED.add(found.key)
         for line in findings:
             logger.warning("spt_hf: %s: leakage: %s", where, line)

@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from ..tasks import GENERATED_TASKS, TASKS
 from ..vocab import tokenize_listops
 from .listops import generate_listops, write_listops_splits
 from .pathfinder import PathfinderParams, generate_pathfinder_image, write_pathfinder_splits
 
-GENERATED_TASKS = ("listops", "pathfinder", "pathx", "pathx256")
-PATHFINDER_RESOLUTIONS = {"pathfinder": 32, "pathx": 128, "pathx256": 256}
 LISTOPS_OPTIONS = ("min_length", "max_length", "max_depth", "max_args", "value_p")
 PATHFINDER_OPTIONS = ("resolution", "contour_length", "images_per_batch", "workers")
 PATHFINDER_FLOATS = (
@@ -47,11 +46,11 @@ def generate_data(
     ValueError naming them.
     """
     check_generate_options(task, num_train, num_val, num_test, **options)
-    if task == "listops":
+    if TASKS[task].GENERATOR == "listops":
         paths = write_listops_splits(out, num_train, num_val, num_test, seed=seed, progress=progress, **options)
         return paths["train"].parent
     floats = {name: float(options.pop(name)) for name in PATHFINDER_FLOATS if options.get(name) is not None}
-    resolution = int(options.pop("resolution", PATHFINDER_RESOLUTIONS[task]))
+    resolution = int(options.pop("resolution", TASKS[task].resolution))
     params = PathfinderParams.for_resolution(
         resolution, contour_length=int(options.pop("contour_length", 14)), **floats
     )
@@ -66,7 +65,7 @@ def check_generate_options(task: str, num_train: int, num_val: int, num_test: in
         raise ValueError(
             f"num_train, num_val and num_test must each be at least 1, got {num_train}, {num_val}, {num_test}."
         )
-    allowed = LISTOPS_OPTIONS if task == "listops" else PATHFINDER_OPTIONS + PATHFINDER_FLOATS
+    allowed = LISTOPS_OPTIONS if TASKS[task].GENERATOR == "listops" else PATHFINDER_OPTIONS + PATHFINDER_FLOATS
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ValueError(f"Unknown {task} generator option(s) {unknown}; allowed: {list(allowed)}.")
@@ -77,8 +76,8 @@ def generated_lengths(task: str, count: int, seed: int = 0, **options) -> list[i
     generator options): ListOps symbols as its reader tokenises them (no end token), Pathfinder pixels. An estimate's
     view of the data's lengths without writing any (512 short ListOps trees take 0.1 s)."""
     check_generate_options(task, 1, 1, 1, **options)
-    if task != "listops":
-        return [int(options.get("resolution", PATHFINDER_RESOLUTIONS[task])) ** 2] * count
+    if TASKS[task].GENERATOR != "listops":
+        return [int(options.get("resolution", TASKS[task].resolution)) ** 2] * count
     bounds = {name: options[name] for name in LISTOPS_OPTIONS if name in options}
     return [len(tokenize_listops(expression)) for expression, _ in generate_listops(count, seed=seed, **bounds)]
 
