@@ -100,7 +100,7 @@ def test_task_overrides_reach_a_task_file_by_its_name(task_files, tmp_path):
         CompareSpec(task_configs=list(map(str, task_files)), architectures=["s4"], task_overrides={"gamma": {}})
 
 
-@pytest.mark.slow  # about 2 minutes on 2 shared cores (6 phases, each its own process)
+@pytest.mark.slow  # about 85 s on 2 shared cores (6 phases, each its own process)
 def test_one_compare_of_two_task_files_writes_the_across_task_numbers_of_its_runs_csv(task_files, tmp_path):
     out = tmp_path / "cmp"
     argv = ["compare", "--task_config", *map(str, task_files), "--architectures", "transformer", "--preset", "tiny"]
