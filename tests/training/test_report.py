@@ -336,3 +336,115 @@ def test_a_gap_between_runs_of_different_budgets_is_marked_and_both_budgets_name
         "- digits †: spt_s4 and the Transformer, scratch, trained on different budgets (600 steps against 1200): the "
         "gap mixes architecture and budget; give both the same steps (compare's --budget tied or equal)."
     ]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Across tasks (report/across_tasks.py): recomputed here from runs.csv with scipy, as an outside reader would
+# ----------------------------------------------------------------------------------------------------------------
+
+# task -> architecture -> per seed (scratch, SPT + finetune); transformer on "c" ties (equal means, not equal seeds).
+SUITE = {
+    "a": {"spt_s4": [(0.60, 0.70), (0.62, 0.71), (0.61, 0.69)], "spt_rotary_transformer": [(0.50, 0.52)] * 3},
+    "b": {"spt_s4": [(0.80, 0.78), (0.81, 0.80), (0.79, 0.83)], "spt_rotary_transformer": [(0.40, 0.55)] * 3},
+    "c": {"spt_s4": [(0.30, 0.45), (0.35, 0.40), (0.33, 0.50)], "spt_rotary_transformer": [(0.20, 0.25), (0.30, 0.25)]},
+}
+
+
+def write_suite(root: Path, suite: dict) -> None:
+    for task, architectures in suite.items():
+        for model_type, pairs in architectures.items():
+            for seed, (scratch, spt) in enumerate(pairs):
+                fake_run(root / task / model_type / str(seed), seed, scratch, spt, task=task, model_type=model_type)
+
+
+def recomputed_from_runs_csv(path: Path) -> tuple[dict, dict]:
+    """Per architecture (mean_delta, wins, ties, losses, wilcoxon p) and the mean ranks, from runs.csv alone."""
+    from scipy import stats
+
+    with open(path) as handle:
+        records = [r for r in csv.DictReader(handle) if r["test"]]
+    values: dict = {}
+    for r in records:
+        arm = "spt" if r["kind"] == "spt" else "baseline"
+        values.setdefault((r["architecture"], r["task"]), {}).setdefault(arm, []).append(float(r["test"]))
+    means = {key: {arm: float(np.mean(v)) for arm, v in arms.items()} for key, arms in values.items()}
+    expected = {}
+    for arch in sorted({a for a, _ in means}):
+        d = [m["spt"] - m["baseline"] for (a, _), m in sorted(means.items()) if a == arch and len(m) == 2]
+        p = float(stats.wilcoxon(d).pvalue) if any(d) else None
+        expected[arch] = (np.mean(d), sum(x > 0 for x in d), sum(x == 0 for x in d), sum(x < 0 for x in d), p)
+    groups = sorted({(a, arm) for (a, _), m in means.items() for arm in m})
+    tasks = sorted({t for _, t in means if all(arm in means.get((a, t), {}) for a, arm in groups)})
+    table = np.array([[means[(a, t)][arm] for a, arm in groups] for t in tasks])  # (N, k)
+    ranks = np.array([stats.rankdata(-row) for row in table]).mean(0)
+    labels = {(a, arm): f"{a} · {'SPT + finetune' if arm == 'spt' else 'baseline'}" for a, arm in groups}
+    friedman = stats.friedmanchisquare(*table.T)
+    return expected, {"ranks": {labels[g]: r for g, r in zip(groups, ranks)}, "friedman_p": friedman.pvalue}
+
+
+def test_the_across_task_numbers_are_those_of_runs_csv_recomputed_with_scipy(tmp_path):
+    write_suite(tmp_path / "runs", SUITE)
+    text = report([tmp_path / "runs"], tmp_path / "out")
+    aggregate = json.loads((tmp_path / "out" / "aggregate.json").read_text())
+    expected, ranks = recomputed_from_runs_csv(tmp_path / "out" / "runs.csv")
+    assert set(aggregate["architectures"]) == set(expected) == {"spt_s4", "spt_rotary_transformer"}
+    for arch, (mean_delta, wins, ties, losses, p) in expected.items():
+        got = aggregate["architectures"][arch]
+        assert got["tasks"] == 3 and (got["wins"], got["ties"], got["losses"]) == (wins, ties, losses)
+        assert got["mean_delta"] == pytest.approx(mean_delta) and got["wilcoxon_p"] == pytest.approx(p)
+    transformer = aggregate["architectures"]["spt_rotary_transformer"]
+    assert (transformer["wins"], transformer["ties"], transformer["losses"]) == (2, 1, 0)  # c: equal means
+    assert aggregate["architectures"]["spt_s4"]["wilcoxon_p"] == pytest.approx(0.25)  # 3 wins: 2/2^3, the floor
+    assert aggregate["ranks"]["mean_ranks"] == pytest.approx(ranks["ranks"])
+    assert aggregate["ranks"]["friedman_p"] == pytest.approx(ranks["friedman_p"])
+    assert aggregate["ranks"]["critical_difference"] == pytest.approx(2.569 * np.sqrt(4 * 5 / (6 * 3)), abs=1e-3)
+    assert "## Across tasks" in text and "| spt_s4 | +9.00 | +0.33 | +12.33 | +7.22 | 3 / 0 / 0 | 0.25 |" in text
+    assert "cannot go below 0.25" in text and "![critical_difference](critical_difference.png)" in text
+    assert (tmp_path / "out" / "critical_difference.png").stat().st_size > 0
+
+
+def test_one_task_has_no_across_task_section_and_a_task_missing_an_arm_is_left_out_with_a_note(tmp_path):
+    write_suite(tmp_path / "one", {"a": SUITE["a"]})
+    assert "Across tasks" not in report([tmp_path / "one"], tmp_path / "one")
+    assert not (tmp_path / "one" / "aggregate.json").exists()
+    write_suite(tmp_path / "runs", SUITE)
+    for scratch in (tmp_path / "runs" / "b" / "spt_s4").glob("*/scratch"):  # b has no baseline for s4
+        (scratch / "results.json").unlink()
+    text = report([tmp_path / "runs"], tmp_path / "out")
+    aggregate = json.loads((tmp_path / "out" / "aggregate.json").read_text())
+    s4 = aggregate["architectures"]["spt_s4"]
+    assert s4["tasks"] == 2 and sorted(s4["per_task"]) == ["a", "c"] and s4["excluded"] == {"b": "no baseline result"}
+    assert aggregate["ranks"]["tasks"] == ["a", "c"] and list(aggregate["ranks"]["excluded"]) == ["b"]
+    assert "- spt_s4: b left out (no baseline result)." in text
+    assert "- b left out of the ranks (no result for spt_s4 · baseline)." in text
+    expected, _ = recomputed_from_runs_csv(tmp_path / "out" / "runs.csv")
+    assert s4["mean_delta"] == pytest.approx(expected["spt_s4"][0])
+
+
+def test_wilcoxon_is_none_with_its_reason_below_two_tasks_or_without_a_difference():
+    from scipy import stats
+
+    from spt_hf.report.across_tasks import wilcoxon_p
+
+    assert wilcoxon_p([0.1]) == (None, "fewer than 2 tasks")
+    assert wilcoxon_p([0.0, 0.0, 0.0]) == (None, "every difference is zero")
+    differences = [0.1, -0.02, 0.3, 0.0, 0.05, 0.2]
+    assert wilcoxon_p(differences) == (stats.wilcoxon(differences).pvalue, "")
+
+
+def test_the_nemenyi_critical_difference_is_demsars_example():
+    from spt_hf.report.across_tasks import nemenyi_critical_difference
+
+    # Demšar (JMLR 2006), section 3.2.2: four classifiers over 14 data sets, q_0.05 = 2.569, CD = 1.25.
+    q_alpha, cd = nemenyi_critical_difference(4, 14)
+    assert round(q_alpha, 3) == 2.569 and round(cd, 2) == 1.25
+    assert round(nemenyi_critical_difference(2, 10)[0], 3) == 1.960  # k = 2: the normal quantile (Demšar's table)
+    assert round(nemenyi_critical_difference(10, 10)[0], 3) == 3.164
+
+
+def test_the_diagram_joins_the_groups_no_further_apart_than_the_critical_difference():
+    from spt_hf.report.plots import _not_different
+
+    assert _not_different([1.0, 1.5, 2.4, 3.9], 1.0) == [(0, 1), (1, 2)]
+    assert _not_different([1.0, 2.5, 4.0], 1.0) == []
+    assert _not_different([1.0, 1.2, 1.4], 1.0) == [(0, 2)]

@@ -87,8 +87,8 @@ def test_compare_plans_a_task_file_with_its_recipes_written_into_the_output_fold
     assert "Total: 6 phases" in printed
     assert sorted(p.name for p in (out / "recipes").iterdir())[0] == "my_digits-dlr-finetune.yaml"
     assert [p.name for p in out.iterdir()] == ["recipes"]  # a dry run writes the recipes, nothing else
-    assert cli_main([*argv, "--tasks", "digits", "--output_dir", str(out), "--dry_run"]) == 1
-    assert "--task_config replaces --tasks and --recipes_dir" in error_line(capsys)
+    assert cli_main([*argv, "--recipes_dir", "cpu", "--output_dir", str(out), "--dry_run"]) == 1
+    assert "--recipes_dir is the folder of the --tasks' recipes" in error_line(capsys)
     assert cli_main([*argv, "--output_dir", str(out), "--dry_run", "--max_steps", "5"]) == 1
     assert f"--recipes_dir {out}/recipes --tasks my_digits" in error_line(capsys)
     assert cli_main(["compare", "--tasks", "digits", "--architectures", "s4", "--preset", "tiny", "--dry_run"]) == 1

@@ -27,7 +27,7 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     """What to compare and how to run it: the table, the budgets, the dry run and its estimate."""
     parser.add_argument("--config", metavar="COMPARE.yaml", help="the comparison as YAML (keys: the options below)")
     parser.add_argument("--tasks", nargs="+", help="tasks, as in the recipe names (listops, text, digits, ...)")
-    add_task_recipe_options(parser)
+    add_task_recipe_options(parser, several=True)
     parser.add_argument("--architectures", nargs="+", help="architectures, as in the recipe names (s4, dlr, ...)")
     parser.add_argument("--seeds", nargs="+", type=int, help="seeds (default 0 1 2)")
     parser.add_argument(
@@ -126,7 +126,9 @@ def spec_values(args, rest: list[str], fields) -> dict:
     from ..recipes.loading import parse_overrides, read_recipe_file
     from ..tuning import TUNE_OPTIONS, TuneSpec
 
-    values = read_recipe_file(Path(args.config)) if args.config else {}
+    values = task_files_key(read_recipe_file(Path(args.config)) if args.config else {})
+    if args.task_config is not None:
+        values["task_configs"] = args.task_config
     for key in [*fields, *TUNE_OPTIONS]:
         if key not in NESTED_FIELDS and getattr(args, key, None) is not None:
             values[key] = getattr(args, key)
@@ -143,6 +145,17 @@ def spec_values(args, rest: list[str], fields) -> dict:
     return values
 
 
+def task_files_key(values: dict) -> dict:
+    """A compare YAML's task files under `task_configs` (a list), `task_config:` (one file, or a list) read as it."""
+    if "task_config" in values:
+        if "task_configs" in values:
+            raise ValueError("The compare YAML gives `task_config` and `task_configs`: list every task file under one.")
+        values["task_configs"] = values.pop("task_config")
+    if isinstance(values.get("task_configs"), str):
+        values["task_configs"] = [values["task_configs"]]
+    return values
+
+
 def compare_command(args, rest: list[str]) -> int:
     from ..compare import CompareSpec, run_compare
 
@@ -155,10 +168,10 @@ def compare_command(args, rest: list[str]) -> int:
         ids = cancel_recorded(output_dir)
         print(f"compare: cancelled {len(ids)} Slurm job(s) of {output_dir}{': ' + ' '.join(ids) if ids else ''}")
         return 0
-    if not ("tasks" in values or "task_config" in values) or "architectures" not in values:
+    if not ("tasks" in values or "task_configs" in values) or "architectures" not in values:
         raise ValueError(
-            "`spt-hf compare` needs --tasks (or --task_config TASK.yaml) and --architectures (or a --config YAML that "
-            "lists them)."
+            "`spt-hf compare` needs --tasks (or --task_config TASK.yaml ...) and --architectures (or a --config YAML "
+            "that lists them)."
         )
     if args.estimate and not args.dry_run:
         raise ValueError("--estimate goes with --dry_run (the estimate of a plan, before anything runs).")

@@ -23,10 +23,15 @@ def add_parsers(commands, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true", help="with --task_config: replace recipes that differ")
 
 
-def add_task_recipe_options(parser: argparse.ArgumentParser) -> None:
-    """The options that make recipes of a task file (`spt-hf recipes` and `spt-hf compare`)."""
+def add_task_recipe_options(parser: argparse.ArgumentParser, several: bool = False) -> None:
+    """The options that make recipes of a task file (`spt-hf recipes`; `spt-hf compare`, `several` task files)."""
     parser.add_argument(
-        *spellings("--task_config"), metavar="TASK.yaml", help="a task file (`task:` and `task_options:`)"
+        *spellings("--task_config"),
+        metavar="TASK.yaml",
+        nargs="+" if several else None,
+        help="task files (`task:` and `task_options:`), a task each"
+        if several
+        else "a task file (`task:` and `task_options:`)",
     )
     parser.add_argument(
         *spellings("--preset"),

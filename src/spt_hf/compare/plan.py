@@ -8,7 +8,6 @@ Every phase is one `spt-hf spt` or `spt-hf finetune` command writing its own run
 leaves a finished phase alone and resumes a killed one (docs/reliability.md).
 """
 
-import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 from ..phases import BASELINE_PHASE, FINETUNE_PHASE, PHASE_COMMANDS, SPT_PHASE, start_kind
 from ..recipes.arguments import SPT_ONLY_KEYS, SPT_PHASE_SWITCHES
 from ..recipes.loading import RECIPES_DIR, SEED_RANGE, find_recipe, load_recipe
+from ..recipes.presets import compare_task_recipes, task_file_name
 from ..training.pipeline import phase_budgets, refuse_ignored_max_steps
 from ..tuning import PAIR_ARM, TuneSpec, chosen_overrides, read_progress, seeded_arm, study_name
 from .processes import PhaseProcesses, phase_processes
@@ -30,11 +30,12 @@ class CompareSpec:
 
     Args:
         tasks / architectures: the recipe pairs `<task>/<arch>-{spt,finetune}.yaml` (paper recipes) or
-            `<task>-<arch>-{spt,finetune}.yaml` (e.g. `recipes_dir: cpu`) to run.
+            `<task>-<arch>-{spt,finetune}.yaml` (e.g. `recipes_dir: cpu`) to run; `task_configs` adds tasks.
         seeds: one run of every phase per seed.
-        recipes_dir: None (the default): the paper recipes shipped with spt_hf; else a folder of one's own (a path
-            to an existing folder, which wins over the shipped folder of the same name), or a shipped folder by name
-            (`recipes/cpu` or `cpu`). A `recipes/` folder in the working directory is used only when named.
+        recipes_dir: the folder of the `tasks`' recipes. None (the default): the paper recipes shipped with spt_hf;
+            else a folder of one's own (a path to an existing folder, which wins over the shipped folder of the same
+            name), or a shipped folder by name (`recipes/cpu` or `cpu`). A `recipes/` folder in the working directory
+            is used only when named.
         output_dir: where the run folders and the report go.
         with_scratch: also train the baseline phase (finetuning without an SPT checkpoint: from random
             initialisation, or from the text-pretrained weights the recipe names; folder `scratch/`).
@@ -54,9 +55,10 @@ class CompareSpec:
             `processes` (without GPUs), `max_retries` (of a phase whose worker or process was killed; default 2).
         skip_missing_pairs: plan every (task, architecture) that has a recipe pair and list the others (in the
             plan and the report) instead of refusing the comparison (the paper ran DLR on four tasks only).
-        task_config: instead of `tasks` and `recipes_dir`: a task file (`task:` and `task_options:`) whose recipes
-            `recipes/presets.py` writes into `<output_dir>/recipes` for each architecture, at the size `preset`
-            (tiny, small, paper; default small), with `max_steps` / `num_train_epochs` of `overrides` in them.
+        task_configs: task files (`task:` and `task_options:`), each a task of the comparison named after its file
+            (`presets.task_file_name`), beside or instead of `tasks`: their recipes `recipes/presets.py` writes into
+            `<output_dir>/recipes` for each architecture, at the size `preset` (tiny, small, paper; default small),
+            with `max_steps` / `num_train_epochs` of `overrides` in them. (YAML: `task_configs:` or `task_config:`.)
         tune: the search of `--tune` (`tuning.TuneSpec`, from the `--tune` and `--tune_*` options or the `tune: true`
             and `tune_*:` YAML keys): run before the plan (compare/tune.py), whose seeded phases then read its chosen
             values from `OUTPUT_DIR/tuning.json`. None: no search.
@@ -78,22 +80,22 @@ class CompareSpec:
     submitit: dict = field(default_factory=dict)
     ray: dict = field(default_factory=dict)
     skip_missing_pairs: bool = False
-    task_config: str | None = None
+    task_configs: list[str] = field(default_factory=list)
     preset: str | None = None
     tune: TuneSpec | None = None
 
     def __post_init__(self) -> None:
-        if self.task_config is not None and (self.tasks or self.recipes_dir is not None):
+        if self.task_configs and self.recipes_dir is not None and not self.tasks:
             raise ValueError(
-                "--task_config replaces --tasks and --recipes_dir (its recipes are written into OUTPUT_DIR/recipes); "
-                "give one or the other."
+                "--recipes_dir is the folder of the --tasks' recipes; a task file's recipes are written into "
+                "OUTPUT_DIR/recipes: leave --recipes_dir out, or name --tasks from it beside --task_config."
             )
-        if self.preset is not None and self.task_config is None:
+        if self.preset is not None and not self.task_configs:
             raise ValueError("--preset goes with --task_config TASK.yaml (the recipes of --tasks set their own sizes).")
         refuse_owned_overrides(self.overrides, "overrides")
         for task, keys in self.task_overrides.items():
             refuse_owned_overrides(keys, f"task_overrides.{task}")
-        if not (self.tasks or self.task_config) or not self.architectures or not self.seeds:
+        if not (self.tasks or self.task_configs) or not self.architectures or not self.seeds:
             raise ValueError("A comparison needs at least one task, one architecture and one seed.")
         for seed in self.seeds:
             if isinstance(seed, bool) or not isinstance(seed, int) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
@@ -109,12 +111,29 @@ class CompareSpec:
                 f"`tune`={self.tune!r}; give a spt_hf.tuning.TuneSpec (or None): on the command line --tune and the "
                 "--tune_* options, in YAML `tune: true` and the `tune_*:` keys."
             )
-        unknown = sorted(set(self.task_overrides) - set(self.tasks))
+        names = [*self.tasks, *task_file_tasks(self.task_configs, self.tasks)]
+        unknown = sorted(set(self.task_overrides) - set(names))
         if unknown:
-            raise ValueError(f"`task_overrides` names tasks {unknown} that the comparison does not run: {self.tasks}.")
+            raise ValueError(f"`task_overrides` names tasks {unknown} that the comparison does not run: {names}.")
         for n in self.num_train_examples:
             if n is not None and (not isinstance(n, int) or n < 1):
                 raise ValueError(f"`num_train_examples` holds {n!r}; each must be a positive integer.")
+
+
+def task_file_tasks(task_configs: list[str], tasks: list[str] = ()) -> dict[str, Path]:
+    """{task name: task file} of a comparison's task files, each named after its file (`presets.task_file_name`: its
+    recipes and run folders go by that name). Two files of one name, or a file named as one of `tasks`, would share
+    run folders: refused in one line naming both."""
+    found: dict[str, Path] = {}
+    for task_config in task_configs:
+        path = Path(task_config)
+        name = task_file_name(path)
+        if name in found:
+            raise ValueError(f"The task files {found[name]} and {path} both name the task {name!r}: rename one.")
+        if name in tasks:
+            raise ValueError(f"The task file {path} names the task {name!r}, as --tasks {name} does: rename the file.")
+        found[name] = path
+    return found
 
 
 # Recipe keys the plan sets in every phase itself, and the comparison option that sets each (None: nothing to set).
@@ -212,12 +231,19 @@ class Plan:
     launch: Launch
     output_dir: Path
     missing_pairs: list[tuple[str, str]] = field(default_factory=list)  # (task, architecture) without recipes
-    recipes_folder: Path = RECIPES_DIR  # where every recipe of the plan comes from (`recipe_folder`)
+    recipes_folder: Path = RECIPES_DIR  # where the recipes of the plan's named tasks come from (`recipe_folder`)
+    task_files: dict[str, Path] = field(default_factory=dict)  # task name -> its task file (recipes written)
 
     @property
     def recipes_source(self) -> str:
-        """Where the plan's recipes come from, in words (`folder_text`)."""
-        return folder_text(self.recipes_folder)
+        """Where the plan's recipes come from, in words (`folder_text`): the named tasks' folder, and the task files
+        whose recipes were written into `<output_dir>/recipes`."""
+        if not self.task_files:
+            return folder_text(self.recipes_folder)
+        files = ", ".join(f"{name} <- {path}" for name, path in self.task_files.items())
+        written = f"written into {self.output_dir / 'recipes'} from the task files ({files})"
+        named = sorted({job.task for job in self.jobs} - set(self.task_files))
+        return f"{folder_text(self.recipes_folder)} for {', '.join(named)}; {written}" if named else written
 
 
 def task_recipe_pair(recipes_dir: str | None, task: str, architecture: str) -> tuple[Path, Path]:
@@ -325,24 +351,17 @@ def _finetune_keys(overrides: dict) -> dict:
 
 def build_plan(spec: CompareSpec) -> Plan:
     """Every phase of the comparison, SPT phases before the finetuning that waits for them, and how they are
-    launched. Recipes are checked (loaded for their phase) before anything runs; a task file's recipes are written
-    first (`recipes/presets.py: compare_task_recipes`)."""
-    if spec.task_config is not None:
-        from ..recipes.presets import compare_task_recipes
-
-        name, folder, rest = compare_task_recipes(
-            spec.task_config, spec.architectures, spec.preset, spec.output_dir, spec.overrides
-        )
-        written = dict(tasks=[name], recipes_dir=str(folder), overrides=rest, task_config=None, preset=None)
-        spec = dataclasses.replace(spec, **written)
+    launched. Recipes are checked (loaded for their phase) before anything runs; the task files' recipes are written
+    first (`recipes/presets.py: compare_task_recipes`), and their tasks planned after the named ones."""
+    sources, task_files = task_sources(spec)
     root = Path(spec.output_dir)
     jobs: list[PhaseJob] = []
     missing = []
     progress = read_progress(root) if spec.tune is not None else {}
-    for task in spec.tasks:
+    for task, (recipes_dir, overrides) in sources.items():
         for arch in spec.architectures:
             try:
-                recipes = task_recipe_pair(spec.recipes_dir, task, arch)
+                recipes = task_recipe_pair(recipes_dir, task, arch)
             except FileNotFoundError as error:
                 if not spec.skip_missing_pairs:
                     raise FileNotFoundError(
@@ -351,7 +370,7 @@ def build_plan(spec: CompareSpec) -> Plan:
                     ) from None
                 missing.append((task, arch))
                 continue
-            keys = {**spec.overrides, **spec.task_overrides.get(task, {})}
+            keys = {**overrides, **spec.task_overrides.get(task, {})}
             budgets = budget_overrides(spec, keys, *recipes)
             tuned = tuned_phases(spec, progress, task, arch)
             for size in spec.num_train_examples:
@@ -363,14 +382,26 @@ def build_plan(spec: CompareSpec) -> Plan:
                     if size is not None:
                         common["num_train_examples"] = size
                     jobs += run_jobs(spec, recipes, common, budgets, where, tuned)
+    folder = recipe_folder(spec.recipes_dir) if spec.tasks else root / "recipes"
     if not jobs and missing:
-        raise FileNotFoundError(
-            f"None of the (task, architecture) pairs has recipes in {folder_text(recipe_folder(spec.recipes_dir))}."
-        )
+        raise FileNotFoundError(f"None of the (task, architecture) pairs has recipes in {folder_text(folder)}.")
     for job in jobs:  # every phase's recipe, as that phase will load it, before anything runs
         spt_checkpoint = True if job.phase == FINETUNE_PHASE else None  # the checkpoint of its own SPT phase
         job.kind = start_kind(job.load_recipe().model_config, spt_checkpoint)
-    return Plan(jobs, phase_launch(spec), root, missing, recipe_folder(spec.recipes_dir))
+    return Plan(jobs, phase_launch(spec), root, missing, folder, task_files)
+
+
+def task_sources(spec: CompareSpec) -> tuple[dict[str, tuple[str | None, dict]], dict[str, Path]]:
+    """{task: (its recipes folder, the overrides of its phases)}, the named tasks first, and {task: task file}. A task
+    file's recipes are written into `<output_dir>/recipes` here, with the budget keys of the overrides in them."""
+    task_files = task_file_tasks(spec.task_configs, spec.tasks)
+    sources = {task: (spec.recipes_dir, spec.overrides) for task in spec.tasks}
+    for name, path in task_files.items():
+        _, folder, rest = compare_task_recipes(
+            str(path), spec.architectures, spec.preset, spec.output_dir, spec.overrides
+        )
+        sources[name] = (str(folder), rest)
+    return sources, task_files
 
 
 def tuned_phases(spec: CompareSpec, progress: dict, task: str, architecture: str) -> dict[str, tuple[dict, str | None]]:

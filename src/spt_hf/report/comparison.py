@@ -14,6 +14,10 @@ Outputs (into the report folder):
 - `learning_curves.png`: one panel per task, one colour per architecture, scratch dashed and SPT solid, the mean
   over seeds with a band (min to max); x in optimiser steps, SPT steps included for compute-tied runs.
 - `test_metrics.png`: a dot per seed of each row's test metric, scratch and SPT + finetune side by side.
+- With two tasks or more, the "Across tasks" section (`across_tasks.py`): per architecture SPT + finetune against
+  its baseline over the tasks (mean difference, wins / ties / losses, Wilcoxon signed-rank p), the mean ranks of
+  every (architecture, arm) with Friedman and the Nemenyi critical difference; its numbers in `aggregate.json`, its
+  diagram in `critical_difference.png`.
 """
 
 import csv
@@ -24,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from ..phases import StartKind
-from .plots import plot_learning_curves, plot_test_metrics
+from .across_tasks import AGGREGATE_FILE, CD_FIGURE, MIN_TASKS, across_tasks, across_tasks_section, aggregate_json
+from .plots import plot_critical_difference, plot_learning_curves, plot_test_metrics
 from .rows import KIND_NAMES, Row, Run, comparison_rows, duration_text, find_results, metric_scale
 from .statistics import ALPHA, MIN_PAIRS, Paired, by_seed, paired_difference
 from .tuning import find_study, read_tuning, search_cost, tuned_keys, tuned_label, tuning_section
@@ -287,6 +292,23 @@ SIGNIFICANCE_NOTE = (
 )
 
 
+def write_across_tasks(rows: list[Row], out: Path) -> tuple[str, list[Path]]:
+    """With two tasks or more: the "Across tasks" section, `aggregate.json` and `critical_difference.png` (with two
+    tasks or more that have every (architecture, arm)); otherwise nothing."""
+    result = across_tasks(rows)
+    if result is None:
+        return "", []
+    (out / AGGREGATE_FILE).write_text(json.dumps(aggregate_json(result), indent=2) + "\n")
+    files = [out / AGGREGATE_FILE]
+    ranks = result.ranking
+    if len(ranks.tasks) >= MIN_TASKS:
+        figure = plot_critical_difference(
+            ranks.mean_ranks, ranks.critical_difference, len(ranks.tasks), out / CD_FIGURE
+        )
+        files.append(figure)
+    return across_tasks_section(result), files
+
+
 def report(
     paths: list[str | Path], out_dir: str | Path | None = None, missing_pairs: list[tuple[str, str]] | None = None
 ) -> str:
@@ -310,6 +332,9 @@ def report(
     tuning, tuning_plot = tuning_section(studies, out)
     text += f"\n{tuning}" if tuning else ""
     files = write_per_seed(rows, out)
+    across, across_files = write_across_tasks(rows, out)
+    text += f"\n{across}\n" if across else ""
+    files += across_files
     if rows:
         files += [plot_learning_curves(rows, out), plot_test_metrics(rows, out)]
     files += [tuning_plot] if tuning_plot else []

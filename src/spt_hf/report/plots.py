@@ -1,7 +1,8 @@
 """The figures of `spt-hf report`: `learning_curves.png` (one panel per task, one colour per architecture, scratch
 dashed and SPT solid, the mean over seeds with a band from min to max; x in optimiser steps, SPT steps included for
 compute-tied runs) and `test_metrics.png` (a dot per seed of each row's test metric, the baseline and SPT + finetune
-side by side). matplotlib is imported when a figure is drawn.
+side by side); over several tasks, `critical_difference.png` (`plot_critical_difference`: the mean ranks of every
+(architecture, arm) with the Nemenyi critical difference). matplotlib is imported when a figure is drawn.
 """
 
 from pathlib import Path
@@ -10,6 +11,7 @@ import numpy as np
 
 from ..phases import StartKind
 from .rows import KIND_NAMES, Row, Run, metric_scale
+from .statistics import ALPHA
 
 
 def pyplot():
@@ -119,3 +121,45 @@ def plot_test_metrics(rows: list[Row], out: Path) -> Path:
     if rows:
         ax.legend(fontsize=8)
     return save_figure(fig, out / "test_metrics.png")
+
+
+def _not_different(ranks: list[float], cd: float) -> list[tuple[int, int]]:
+    """The maximal runs (first, last index) of `ranks` (sorted) whose spread is at most `cd`: groups the Nemenyi test
+    cannot tell apart, joined by a bar in the diagram."""
+    runs: list[tuple[int, int]] = []
+    for first in range(len(ranks)):
+        last = max(j for j in range(first, len(ranks)) if ranks[j] - ranks[first] <= cd)
+        if last > first and (not runs or last > runs[-1][1]):
+            runs.append((first, last))
+    return runs
+
+
+def plot_critical_difference(mean_ranks: dict[str, float], cd: float | None, n_tasks: int, path: Path) -> Path:
+    """A critical-difference diagram (Demšar 2006) at `path`: the mean ranks on an axis from 1 (best, left) to k, each
+    group's name on an elbow line, the half with the better ranks on the left; a bar of length `cd` above the axis,
+    and a thick line under each run of groups no further apart than `cd` (not told apart by Nemenyi)."""
+    plt = pyplot()
+    names = sorted(mean_ranks, key=mean_ranks.get)
+    ranks = [mean_ranks[name] for name in names]
+    k, half = len(names), (len(names) + 1) // 2
+    fig, ax = plt.subplots(figsize=(8.0, 1.6 + 0.32 * half))
+    ax.hlines(0, 1, k, color="black", lw=1)
+    for tick in range(1, k + 1):
+        ax.vlines(tick, 0, 0.08, color="black", lw=1)
+        ax.text(tick, 0.14, str(tick), ha="center", va="bottom", fontsize=9)
+    for index, (name, rank) in enumerate(zip(names, ranks)):
+        left = index < half
+        row = index if left else k - 1 - index
+        y, end = -0.45 - 0.3 * row, 0.6 if left else k + 0.4
+        ax.plot([rank, rank, end], [0, y, y], color="black", lw=0.8)
+        ax.text(end, y, f"{name} ({rank:.2f})", ha="right" if left else "left", va="center", fontsize=8)
+    if cd is not None:
+        ax.plot([1, 1 + cd], [0.55, 0.55], color="black", lw=1.5)
+        ax.text(1 + cd / 2, 0.6, f"CD = {cd:.2f}", ha="center", va="bottom", fontsize=8)
+        for bar, (first, last) in enumerate(_not_different(ranks, cd)):
+            ax.plot([ranks[first] - 0.03, ranks[last] + 0.03], [-0.15 - 0.08 * bar] * 2, color="tab:red", lw=3)
+    ax.set_xlim(-1.8, k + 2.8)
+    ax.set_ylim(-0.6 - 0.3 * half, 0.95)
+    ax.axis("off")
+    ax.set_title(f"Mean rank over {n_tasks} tasks (1 = best); Nemenyi CD at α = {ALPHA}", fontsize=10)
+    return save_figure(fig, path)
