@@ -151,3 +151,17 @@ def test_from_pretrained_in_bfloat16_loads_ssm_parameters_exactly(case, monkeypa
     assert checked >= 3
     fresh = AutoModel.from_config(loaded.config, dtype=torch.bfloat16)
     assert all(p.dtype == torch.float32 for m in float32_modules(fresh) for p in m.parameters())
+
+
+@pytest.mark.parametrize("case", ["s4-nplr-powers", "s4d", "dlr", "mega"])
+def test_keep_in_fp32_declaration_matches_as_transformers_matches(case, monkeypatch):
+    """transformers' `test_keep_in_fp32_modules(_exist)` match a declared name as `(?:^|\\.)NAME(?:\\.|$)`: it must
+    select exactly the float32 modules' parameters."""
+    import re
+
+    model, _ = build(case, monkeypatch)
+    declared = model._keep_in_fp32_modules_strict
+    kept = {id(p) for module in float32_modules(model) for p in module.parameters()}
+    for name, param in model.named_parameters():
+        matched = any(re.search(rf"(?:^|\.){key}(?:\.|$)", name) for key in declared)
+        assert matched == (id(param) in kept), name

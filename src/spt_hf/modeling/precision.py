@@ -50,11 +50,14 @@ def float32_modules(model: nn.Module) -> list[nn.Module]:
 
 
 def float32_module_patterns(model: nn.Module) -> set[str]:
-    """Name patterns of the float32 modules (`mixer.kernel.`, `mixer.ema.`) for transformers'
-    `_keep_in_fp32_modules_strict`, which keeps them float32 when `from_pretrained` loads in bf16/fp16."""
+    r"""Module names of the float32 modules (`mixer.kernel`, `mixer.ema`) for transformers'
+    `_keep_in_fp32_modules_strict`, which keeps them float32 when `from_pretrained` loads in bf16/fp16.
+
+    transformers matches each entry as a whole dotted name inside a parameter's name (`(?:^|\.)NAME(?:\.|$)` in its
+    own tests, a substring in the loader), so an entry is a module name without a trailing dot."""
     kept = {id(module) for module in float32_modules(model)}
     names = {name for name, module in model.named_modules() if id(module) in kept}
-    return {".".join(name.split(".")[-2:]) + "." for name in names}
+    return {".".join(name.split(".")[-2:]) for name in names}
 
 
 def float32_policy():
