@@ -78,7 +78,7 @@ class MegaEMA(Float32Parameters):
     def kernel(self, length: int) -> Tensor:
         """K (nd, H, length) with powers q^l = (q^c)^i q^j, l = i c + j: a batched (I, h) x (h, c) product per
         (nd, H) instead of a (nd, H, h, L) table."""
-        inputs, log_q, outputs = self.coefficients(compute_dtype(self.delta))
+        inputs, log_q, outputs = self.coefficients(self.kernel_dtype(self.delta))
         block = block_size(self.config.max_position_embeddings)  # fixed: no guard on the exact length under compile
         steps = torch.arange(-(-length // block), device=log_q.device, dtype=log_q.dtype) * block  # (I,)
         coarse = torch.exp(log_q.unsqueeze(-1) * steps)  # (nd, H, h, I)

@@ -24,7 +24,7 @@ from .configuration_s4 import S4Config
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
 from .precision import Float32Parameters
-from .ssm import SSMMixer, as_complex, block_size, blocked_powers, compute_dtype, state_dtype
+from .ssm import SSMMixer, as_complex, block_size, blocked_powers, state_dtype
 
 # ----------------------------------------------------------------------------------------------------------------
 # HiPPO-LegS in NPLR form
@@ -271,7 +271,7 @@ class S4KernelNPLR(S4KernelBase):
 
     def _cauchy_kernel(self, length: int) -> Tensor:
         """S4's algorithm: Cauchy sums and Woodbury at the roots of unity of L, an inverse FFT, truncated to length."""
-        dtype = compute_dtype(self.log_dt)
+        dtype = self.kernel_dtype(self.log_dt)
         dt, lam, B = self._ssm(dtype)  # (H,), (H, N/2), (H, N/2)
         P = self._tile(as_complex(self.P.to(dtype)))  # (H, N/2)
         c_tilde = as_complex(self.C.to(dtype))  # (nd, H, N/2)
@@ -284,7 +284,7 @@ class S4KernelNPLR(S4KernelBase):
 
     def _powers_kernel(self, length: int) -> Tensor:
         """Blocked powers of Ā on the real basis (class docstring), at the input length."""
-        dtype = compute_dtype(self.log_dt)
+        dtype = self.kernel_dtype(self.log_dt)
         transition, input_vec = self.discretize(dtype)  # (H, N, N), (H, N)
         # c = 2^b >= ⌈√max_length⌉ (fixed: no guard on the exact length under torch.compile); 2^r blocks of c
         # cover the length (a comparison, a guard on a range of lengths)
@@ -351,7 +351,7 @@ class S4KernelDiag(S4KernelBase):
 
     def forward(self, length: int) -> Tensor:
         """The kernel (nd, H, length)."""
-        mu, _, input_vec = self.discretize(compute_dtype(self.log_dt))  # (H, N/2)
+        mu, _, input_vec = self.discretize(self.kernel_dtype(self.log_dt))  # (H, N/2)
         weights = as_complex(self.C.to(input_vec.real.dtype)) * input_vec  # (nd, H, N/2)  C B̄
         log_transition = torch.log(1 + mu) - torch.log(1 - mu)  # log Ā (H, N/2)
         block = block_size(self.config.max_position_embeddings)  # fixed: no guard on the length under compile
