@@ -279,7 +279,10 @@ def test_transformers_own_tests_need_a_checkout():
     pytest.skip("set SPT_HF_TRANSFORMERS_TESTS (make test-transformers) to run transformers' common-model tests")
 
 
-@pytest.mark.skipif(not ROOT or has_generation_tests(Path(ROOT).expanduser()), reason="generation tests collected")
+@pytest.mark.skipif(
+    not ROOT or has_generation_tests(Path(ROOT).expanduser()),
+    reason="only for transformers' tests without tests/generation/ (a source release)",
+)
 @pytest.mark.slow
 def test_transformers_generation_tests_need_a_git_checkout():
     pytest.skip("transformers' source release has no tests/generation/: its generation tests need a git checkout")
