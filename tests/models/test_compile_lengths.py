@@ -22,7 +22,7 @@ CASES = {
     "s4-nplr-cauchy": ("s4-nplr", {"max_position_embeddings": 128}, 10**9),
     "s4-nplr-powers": ("s4-nplr", {"max_position_embeddings": 128}, 0),
     "s4d": ("s4d-postbn", {}, None),
-    "dlr": ("dlr", {}, None),
+    "dlr": ("dlr", {"max_position_embeddings": 8}, None),  # blocks of c = 16 (√(8·H)): 1 to 6 of them
     "mega": ("mega-chunk-laplace", {}, None),
     "transformer": ("transformer-rotary", {}, None),
 }
