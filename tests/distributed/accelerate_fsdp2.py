@@ -1,10 +1,11 @@
 """accelerate's own FSDP2 loop with bf16 (`Accelerator(mixed_precision="bf16")` + `accelerator.prepare`) on one gloo
 rank, as a user's training script runs it: prints the largest relative error of the float32 modules' kernels against
-the unsharded float32 model, or fails at the first forward with spt_hf's one-line refusal.
+the unsharded float32 model, and spt_hf's one-line refusal at the first forward without the float32 units.
 
-    python accelerate_fsdp2.py CASE shard|plain RENDEZVOUS_FILE     (CASE: a key of test_precision.CASES)
+    python accelerate_fsdp2.py CASE RENDEZVOUS_FILE     (CASE: a key of test_precision.CASES)
 
-`shard` calls `shard_float32_modules` before `prepare` (the documented custom-loop recipe), `plain` does not.
+Prints `relative error E` with `shard_float32_modules` called before `prepare` (the documented custom-loop recipe),
+then `refused: MESSAGE` if the same loop without it raises.
 accelerate turns FSDP on for GPU process types only; on CPU the script sets the state's type to FSDP itself, after which
 `prepare` runs accelerate's own FSDP2 code (`fsdp2_prepare_model`: `fully_shard` with the plugin's bf16 policy).
 """
@@ -32,17 +33,25 @@ def fsdp2_accelerator() -> Accelerator:
     return accelerator
 
 
-def main(case: str, mode: str, rendezvous: str) -> None:
+def prepared(case: str, shard: bool, monkeypatch) -> tuple[torch.nn.Module, object]:
+    """The case's model through `accelerator.prepare`, after `shard_float32_modules` when `shard`."""
+    model, config = build(case, monkeypatch)
+    if shard:
+        shard_float32_modules(model)
+    model, _ = fsdp2_accelerator().prepare(model, torch.optim.AdamW(model.parameters()))
+    assert isinstance(model, FSDPModule)  # accelerate sharded the model itself
+    return model, config
+
+
+def main(case: str, rendezvous: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=0, world_size=1)
     with pytest.MonkeyPatch.context() as monkeypatch:
         reference = kernels(*build(case, monkeypatch))
-        model, config = build(case, monkeypatch)
-        if mode == "shard":
-            shard_float32_modules(model)
-        accelerator = fsdp2_accelerator()
-        model, _ = accelerator.prepare(model, torch.optim.AdamW(model.parameters()))
-        assert isinstance(model, FSDPModule)  # accelerate sharded the model itself
-        print(f"relative error {relative_error(kernels(model, config), reference):.3e}")
+        print(f"relative error {relative_error(kernels(*prepared(case, True, monkeypatch)), reference):.3e}")
+        try:
+            kernels(*prepared(case, False, monkeypatch))
+        except RuntimeError as error:
+            print(f"refused: {error}")
     dist.destroy_process_group()
 
 
