@@ -9,7 +9,7 @@ export HF_DATASETS_OFFLINE ?= 1
 export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: demo test test-slow test-slurm test-wheel test-plugin lint format bench clean
+.PHONY: demo test test-slow test-slurm test-wheel test-plugin test-transformers lint format bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,25 @@ test-wheel: $(STAMP)
 # The example architecture plugin (examples/plugin): installed into a fresh venv, its kit tests, a recipe-free compare.
 test-plugin: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m slow --timeout 1200 tests/plugins/test_example_plugin.py
+
+# transformers' own common-model tests on spt_hf's models (tests/models/test_transformers_suite.py). Their test files
+# come from the pinned transformers source distribution on PyPI (its tests/ folder), extracted once into the venv;
+# they import `parameterized`, which spt_hf itself does not need.
+TRANSFORMERS_VERSION := $(shell sed -n 's/^transformers==//p' constraints.txt)
+TRANSFORMERS_TESTS := $(VENV)/transformers-tests-$(TRANSFORMERS_VERSION)
+
+$(TRANSFORMERS_TESTS)/tests/test_modeling_common.py: $(STAMP)
+	rm -rf $(TRANSFORMERS_TESTS) && mkdir -p $(TRANSFORMERS_TESTS)
+	HF_HUB_OFFLINE=0 $(PY) -m pip download -q --no-deps --no-binary :all: -d $(TRANSFORMERS_TESTS) \
+		transformers==$(TRANSFORMERS_VERSION)
+	tar -xzf $(TRANSFORMERS_TESTS)/transformers-$(TRANSFORMERS_VERSION).tar.gz -C $(TRANSFORMERS_TESTS) \
+		--strip-components 1 transformers-$(TRANSFORMERS_VERSION)/tests
+	rm $(TRANSFORMERS_TESTS)/transformers-$(TRANSFORMERS_VERSION).tar.gz
+	HF_HUB_OFFLINE=0 $(PY) -m pip install -q parameterized==0.9.0
+
+test-transformers: $(TRANSFORMERS_TESTS)/tests/test_modeling_common.py
+	SPT_HF_TRANSFORMERS_TESTS=$(TRANSFORMERS_TESTS) OMP_NUM_THREADS=1 $(PY) -m pytest -q -m slow --timeout 1800 \
+		tests/models/test_transformers_suite.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

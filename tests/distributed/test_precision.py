@@ -1,7 +1,13 @@
 """SSM and EMA parameters stay float32 under mixed precision (modeling/precision.py): FSDP2 with one gloo rank and a
 bf16 `MixedPrecisionPolicy` computes the kernels of S4 (NPLR: Cauchy and powers paths; S4D), DLR and MEGA's EMA
-exactly as the unsharded float32 model; without the float32 units the same policy rounds them (the control that shows
-the test can fail); `model.to(torch.bfloat16)` keeps those parameters float32."""
+exactly as the unsharded float32 model; without the float32 units the kernels refuse their bf16 parameters in one line
+(a user's own `fully_shard` loop, and accelerate's FSDP2 loop in a subprocess); `model.to(torch.bfloat16)` keeps those
+parameters float32."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -81,9 +87,32 @@ def test_fsdp2_bf16_policy_keeps_kernels_float32(case, mesh, monkeypatch):
     fully_shard(model, mesh=mesh, mp_policy=bf16)
     assert all(k.dtype == torch.float32 for k in kernels(model, config))
     assert relative_error(kernels(model, config), reference) < 1e-6
-    rounded, config = build(case, monkeypatch)  # the control: the same policy without the float32 units
+    rounded, config = build(case, monkeypatch)  # the same policy without the float32 units: refused, not rounded
     fully_shard(rounded, mesh=mesh, mp_policy=bf16)
-    assert relative_error(kernels(rounded, config), reference) > 1e-4
+    with pytest.raises(RuntimeError, match=r"torch.bfloat16 when the kernel is computed.*shard_float32_modules"):
+        kernels(rounded, config)
+
+
+def run_accelerate_fsdp2(case: str, tmp_path) -> str:
+    """tests/distributed/accelerate_fsdp2.py in a fresh process (accelerate's state and the process group are
+    process-wide); its output."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    script = Path(__file__).with_name("accelerate_fsdp2.py")
+    command = [sys.executable, str(script), case, str(tmp_path / "rendezvous")]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+@pytest.mark.parametrize("case", ["s4-nplr-cauchy", "dlr"])
+def test_accelerate_fsdp2_loop_is_exact_with_float32_units_and_refused_without(case, tmp_path):
+    """A custom loop through accelerate's FSDP2 with bf16: exact kernels after `shard_float32_modules`; without it the
+    first forward fails with the one-line refusal (was: kernels off by 10-110 %, silently)."""
+    output = run_accelerate_fsdp2(case, tmp_path)
+    assert float(output.split("relative error ", 1)[1].split()[0]) < 1e-6
+    refusal = output.split("refused: ", 1)[1].strip()
+    assert "torch.bfloat16 when the kernel is computed" in refusal and "shard_float32_modules" in refusal
+    assert "\n" not in refusal  # one line
 
 
 @pytest.mark.parametrize("case", ["s4-nplr-powers", "s4d", "dlr", "mega"])
@@ -151,3 +180,17 @@ def test_from_pretrained_in_bfloat16_loads_ssm_parameters_exactly(case, monkeypa
     assert checked >= 3
     fresh = AutoModel.from_config(loaded.config, dtype=torch.bfloat16)
     assert all(p.dtype == torch.float32 for m in float32_modules(fresh) for p in m.parameters())
+
+
+@pytest.mark.parametrize("case", ["s4-nplr-powers", "s4d", "dlr", "mega"])
+def test_keep_in_fp32_declaration_matches_as_transformers_matches(case, monkeypatch):
+    """transformers' `test_keep_in_fp32_modules(_exist)` match a declared name as `(?:^|\\.)NAME(?:\\.|$)`: it must
+    select exactly the float32 modules' parameters."""
+    import re
+
+    model, _ = build(case, monkeypatch)
+    declared = model._keep_in_fp32_modules_strict
+    kept = {id(p) for module in float32_modules(model) for p in module.parameters()}
+    for name, param in model.named_parameters():
+        matched = any(re.search(rf"(?:^|\.){key}(?:\.|$)", name) for key in declared)
+        assert matched == (id(param) in kept), name

@@ -17,7 +17,7 @@ from .configuration_dlr import DLRConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
 from .precision import Float32Parameters
-from .ssm import SSMMixer, as_complex, block_size, blocked_powers, compute_dtype, state_dtype
+from .ssm import SSMMixer, as_complex, block_size, blocked_powers, state_dtype
 
 
 class DLRKernel(Float32Parameters):
@@ -67,7 +67,7 @@ class DLRKernel(Float32Parameters):
 
     def forward(self, length: int) -> Tensor:
         """The kernel (nd, H, length)."""
-        dtype = compute_dtype(self.W)
+        dtype = self.kernel_dtype(self.W)
         # block c ≈ √(L·nd·H) balances the (L/c)·nd·H·N products of `left` against the N·c of the `fine` table; L is
         # the configured length, not the input's: no guard on the exact length under torch.compile
         block = block_size(self.config.max_position_embeddings * self.channels * self.hidden_size)

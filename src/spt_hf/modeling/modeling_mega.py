@@ -31,7 +31,7 @@ from .configuration_mega import MegaConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
 from .precision import Float32Parameters
-from .ssm import block_size, compute_dtype, exact_float32_matmuls, fft_conv, state_dtype
+from .ssm import block_size, coarse_count, compute_dtype, exact_float32_matmuls, fft_conv, state_dtype
 
 # MEGA's EMA initialisation (the official MultiHeadEMA): δ, α ~ N(0, 0.2), β ~ ±1 + N(0, 0.02), γ, ω ~ N(0, 1).
 EMA_DELTA_ALPHA_STD, EMA_BETA_STD = 0.2, 0.02
@@ -78,9 +78,9 @@ class MegaEMA(Float32Parameters):
     def kernel(self, length: int) -> Tensor:
         """K (nd, H, length) with powers q^l = (q^c)^i q^j, l = i c + j: a batched (I, h) x (h, c) product per
         (nd, H) instead of a (nd, H, h, L) table."""
-        inputs, log_q, outputs = self.coefficients(compute_dtype(self.delta))
+        inputs, log_q, outputs = self.coefficients(self.kernel_dtype(self.delta))
         block = block_size(self.config.max_position_embeddings)  # fixed: no guard on the exact length under compile
-        steps = torch.arange(-(-length // block), device=log_q.device, dtype=log_q.dtype) * block  # (I,)
+        steps = torch.arange(coarse_count(length, block), device=log_q.device, dtype=log_q.dtype) * block  # (I,)
         coarse = torch.exp(log_q.unsqueeze(-1) * steps)  # (nd, H, h, I)
         fine = torch.exp(log_q.unsqueeze(-1) * torch.arange(block, device=log_q.device, dtype=log_q.dtype))
         weighted = (inputs * outputs).unsqueeze(-1) * coarse  # (nd, H, h, I)
@@ -206,6 +206,9 @@ class MegaMixer(nn.Module):
         batch, length, _ = q.shape
         chunk = self._chunk_length(length)
         num = -(-length // chunk)
+        if torch.compiler.is_compiling() and not need_weights:
+            # at least one padded position: whether the length is a multiple of the chunk is no guard (a graph each)
+            num = length // chunk + 1
         pad = num * chunk - length
         real = torch.ones(batch, length, dtype=torch.bool, device=q.device) if padding_mask is None else padding_mask
         q, k, v = (F.pad(t, (0, 0, 0, pad)).view(batch, num, chunk, -1) for t in (q, k, v))  # (B, n, c, .)

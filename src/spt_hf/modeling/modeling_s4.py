@@ -24,7 +24,7 @@ from .configuration_s4 import S4Config
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
 from .precision import Float32Parameters
-from .ssm import SSMMixer, as_complex, block_size, blocked_powers, compute_dtype, state_dtype
+from .ssm import SSMMixer, as_complex, block_size, blocked_powers, state_dtype
 
 # ----------------------------------------------------------------------------------------------------------------
 # HiPPO-LegS in NPLR form
@@ -271,7 +271,7 @@ class S4KernelNPLR(S4KernelBase):
 
     def _cauchy_kernel(self, length: int) -> Tensor:
         """S4's algorithm: Cauchy sums and Woodbury at the roots of unity of L, an inverse FFT, truncated to length."""
-        dtype = compute_dtype(self.log_dt)
+        dtype = self.kernel_dtype(self.log_dt)
         dt, lam, B = self._ssm(dtype)  # (H,), (H, N/2), (H, N/2)
         P = self._tile(as_complex(self.P.to(dtype)))  # (H, N/2)
         c_tilde = as_complex(self.C.to(dtype))  # (nd, H, N/2)
@@ -280,17 +280,23 @@ class S4KernelNPLR(S4KernelBase):
         coef = torch.cat([-2 * (v * mu.conj()).real, 2 * v.real]).transpose(0, 1).contiguous()  # (H, 2M, N/2) [α; β]
         sums = paired_cauchy(coef, mu, self.max_length)  # M sums (Re, Im) (H, F), ordered as v
         spectrum = woodbury_spectrum(sums, dt, self.max_length)  # (nd, H, F) K̂ at the roots of unity
-        return torch.fft.irfft(spectrum, n=self.max_length)[..., :length]  # (nd, H, L)
+        kernel = torch.fft.irfft(spectrum, n=self.max_length)  # (nd, H, max_length)
+        if torch.compiler.is_compiling():  # one zero more: the slice to the length is never the whole kernel, a fact
+            kernel = F.pad(kernel, (0, 1))  # torch.compile would guard on (a graph for length == max_length)
+        return kernel[..., :length]  # (nd, H, L)
 
     def _powers_kernel(self, length: int) -> Tensor:
         """Blocked powers of Ā on the real basis (class docstring), at the input length."""
-        dtype = compute_dtype(self.log_dt)
+        dtype = self.kernel_dtype(self.log_dt)
         transition, input_vec = self.discretize(dtype)  # (H, N, N), (H, N)
         # c = 2^b >= ⌈√max_length⌉ (fixed: no guard on the exact length under torch.compile); 2^r blocks of c
-        # cover the length (a comparison, a guard on a range of lengths)
+        # cover the length. Under torch.compile they cover more than max_length whatever the input length up to it,
+        # so that neither the count of blocks nor the final slice depends on the length (each a guard, a graph for
+        # each power of two): a few more rows, cheap next to the squarings; longer inputs still guard per power of 2
         block_bits = math.isqrt(self.max_length - 1).bit_length()
+        cover = self.max_length + 1 if torch.compiler.is_compiling() and length <= self.max_length else length
         row_bits = 0
-        while (1 << (block_bits + row_bits)) < length:
+        while (1 << (block_bits + row_bits)) < cover:
             row_bits += 1
         powers = squarings(transition, max(block_bits + row_bits, self.max_length.bit_length()))
         states = input_vec.unsqueeze(-1)  # Ā^j B̄, j < 2^k: (H, N, 2^k)
@@ -351,7 +357,7 @@ class S4KernelDiag(S4KernelBase):
 
     def forward(self, length: int) -> Tensor:
         """The kernel (nd, H, length)."""
-        mu, _, input_vec = self.discretize(compute_dtype(self.log_dt))  # (H, N/2)
+        mu, _, input_vec = self.discretize(self.kernel_dtype(self.log_dt))  # (H, N/2)
         weights = as_complex(self.C.to(input_vec.real.dtype)) * input_vec  # (nd, H, N/2)  C B̄
         log_transition = torch.log(1 + mu) - torch.log(1 - mu)  # log Ā (H, N/2)
         block = block_size(self.config.max_position_embeddings)  # fixed: no guard on the length under compile

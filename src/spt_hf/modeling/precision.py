@@ -8,7 +8,10 @@ derives from `Float32Parameters`; that is the one declaration, and everything he
 - `shard_float32_modules` gives them their own FSDP2 `fully_shard` unit with a float32 `MixedPrecisionPolicy`, so
   that a bf16 policy on the rest of the model does not round them (the Trainer does this before accelerate shards
   the model, see training/trainer.py);
-- `float32_modules` lists them, for the checks of other mixed-precision paths.
+- `float32_modules` lists them, for the checks of other mixed-precision paths;
+- `Float32Parameters.kernel_dtype` refuses, in one line, to compute a kernel from half-precision parameters: a
+  custom loop that shards the model with a bf16 policy and forgot `shard_float32_modules` fails at its first forward
+  instead of training on kernels off by 10-100 %.
 """
 
 import torch
@@ -31,6 +34,19 @@ class Float32Parameters(nn.Module):
 
         return super()._apply(keep_precision, recurse)
 
+    def kernel_dtype(self, parameter: torch.Tensor) -> torch.dtype:
+        """The dtype the kernel is computed in from `parameter` (one the computation reads anyway): float64 for
+        float64 (the tests), else float32. A half-precision parameter raises: something outside this module rounded it
+        (an FSDP2 `MixedPrecisionPolicy` in bf16/fp16, accelerate's FSDP2 with mixed precision), and the kernel would
+        be off by 10-100 %. A dtype comparison only: no host sync, one guard under torch.compile."""
+        if parameter.dtype in _HALF_DTYPES:
+            raise RuntimeError(
+                f"{type(self).__name__}: its parameters are {parameter.dtype} when the kernel is computed (an FSDP2 "
+                "mixed-precision policy rounded them, kernel errors of 10-100 %); call shard_float32_modules(model, "
+                "mesh=...) from spt_hf.modeling.precision before fully_shard(model) or accelerator.prepare(model)."
+            )
+        return torch.float64 if parameter.dtype == torch.float64 else torch.float32
+
     def register_parameter(self, name: str, param: nn.Parameter | None) -> None:
         """Parameters created under a half-precision default dtype (`from_config(dtype=torch.bfloat16)`) are made
         float32."""
@@ -50,11 +66,14 @@ def float32_modules(model: nn.Module) -> list[nn.Module]:
 
 
 def float32_module_patterns(model: nn.Module) -> set[str]:
-    """Name patterns of the float32 modules (`mixer.kernel.`, `mixer.ema.`) for transformers'
-    `_keep_in_fp32_modules_strict`, which keeps them float32 when `from_pretrained` loads in bf16/fp16."""
+    r"""Module names of the float32 modules (`mixer.kernel`, `mixer.ema`) for transformers'
+    `_keep_in_fp32_modules_strict`, which keeps them float32 when `from_pretrained` loads in bf16/fp16.
+
+    transformers matches each entry as a whole dotted name inside a parameter's name (`(?:^|\.)NAME(?:\.|$)` in its
+    own tests, a substring in the loader), so an entry is a module name without a trailing dot."""
     kept = {id(module) for module in float32_modules(model)}
     names = {name for name, module in model.named_modules() if id(module) in kept}
-    return {".".join(name.split(".")[-2:]) + "." for name in names}
+    return {".".join(name.split(".")[-2:]) for name in names}
 
 
 def float32_policy():

@@ -250,7 +250,17 @@ def blocked_powers(log_a: Tensor, length, block: int | None = None) -> tuple[Ten
 
     sub = math.isqrt(block - 1) + 1
     fine = table(-(-block // sub), sub).unsqueeze(-1) * table(sub, 1).unsqueeze(-2)  # (..., N, ⌈c/s⌉, s)
-    return table(-(-length // block), block), fine.flatten(-2)[..., :block], block
+    return table(coarse_count(length, block), block), fine.flatten(-2)[..., :block], block
+
+
+def coarse_count(length, block: int):
+    """The number of coarse entries of `blocked_powers`: ⌈length / block⌉ eagerly; under torch.compile one or two
+    more (length // block + 2), so that the count is never 1 and the blocks never end exactly at the length. Both are
+    facts torch.compile would otherwise guard on (a broadcast of size 1, a slice [:length] that is a no-op), each
+    guard a second dynamic graph for the lengths on its other side; the extra entries are sliced off."""
+    if torch.compiler.is_compiling():
+        return length // block + 2
+    return -(-length // block)
 
 
 @contextmanager
