@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..phases import BASELINE_PHASE, FINETUNE_PHASE, PHASE_COMMANDS, SPT_PHASE, start_kind
-from ..recipes.arguments import SPT_ONLY_KEYS, SPT_PHASE_SWITCHES
+from ..recipes.arguments import SPT_ONLY_KEYS, SPT_PHASE_SWITCHES, evaluation_cadence
 from ..recipes.loading import RECIPES_DIR, SEED_RANGE, find_recipe, load_recipe
 from ..training.pipeline import phase_budgets, refuse_ignored_max_steps
 from ..training.tune_trial import PRUNERS
@@ -56,7 +56,11 @@ class CompareSpec:
             plan and the report) instead of refusing the comparison (the paper ran DLR on four tasks only).
         task_config: instead of `tasks` and `recipes_dir`: a task file (`task:` and `task_options:`) whose recipes
             `recipes/presets.py` writes into `<output_dir>/recipes` for each architecture, at the size `preset`
-            (tiny, small, paper; default small), with `max_steps` / `num_train_epochs` of `overrides` in them.
+            (tiny, small, paper; default small), with `max_steps` / `num_train_epochs` of `overrides` in them,
+            under the one budget rule `budget` (default "tied" there).
+        early_stopping_patience: stop every phase of every arm (tuning trials too) after this many evaluations
+            without improvement of its validation signal (SPT: its loss; finetuning and baseline: the task metric);
+            the step budget becomes a cap. None: every phase trains its whole budget.
     """
 
     tasks: list[str] = field(default_factory=list)
@@ -77,6 +81,7 @@ class CompareSpec:
     skip_missing_pairs: bool = False
     task_config: str | None = None
     preset: str | None = None
+    early_stopping_patience: int | None = None
     # `--tune` (compare/tune.py): tune_trials trials per (task, architecture, arm) over the space tune_space (default
     # compare/default-space.yaml), stored in tune_storage (default SQLite OUTPUT_DIR/tuning.db), each trial
     # tune_max_steps steps (default: the phase's own budget).
@@ -319,14 +324,28 @@ def budget_overrides(spec: CompareSpec, keys: dict, spt_recipe: Path, finetune_r
     refuse_ignored_max_steps(spt, keys)
     finetune = load_recipe(finetune_recipe, _finetune_keys(keys), phase=FINETUNE_PHASE)
     steps = phase_budgets(spt, finetune)
-    if budget == "equal":
+    if budget == "equal":  # each phase its recipe's steps, or the comparison's --max_steps (derived evaluations)
         overrides = {phase: dict(shared) for phase in PHASE_COMMANDS}
+        derived = {phase: (keys.get("max_steps"), None) for phase in PHASE_COMMANDS}
     else:
         overrides = {phase: {"max_steps": value} for phase, value in steps.items()}
+        trainings = {SPT_PHASE: spt.training, FINETUNE_PHASE: finetune.training, BASELINE_PHASE: finetune.training}
+        derived = {phase: (value, trainings[phase]) for phase, value in steps.items()}
+    for phase, (value, training) in derived.items():  # unless the comparison sets them itself
+        cadence = evaluation_cadence(value, training) if value else {}
+        overrides[phase].update({k: v for k, v in cadence.items() if k not in keys})
     epochs = {SPT_PHASE: spt.training.num_train_epochs, FINETUNE_PHASE: finetune.training.num_train_epochs}
     epochs[BASELINE_PHASE] = epochs[FINETUNE_PHASE]
-    text = {k: (f"{v} steps" if v and v > 0 else f"{epochs[k]:g} epochs") for k, v in steps.items()}
+    patience = keys.get("early_stopping_patience")
+    rule = budget + (f", early stopping {patience}" if patience else "")
+    text = {k: (f"{v} steps" if v and v > 0 else f"{epochs[k]:g} epochs") + f" ({rule})" for k, v in steps.items()}
     return overrides, text
+
+
+def early_stopping(spec: CompareSpec) -> dict:
+    """The recipe key that `--early_stopping_patience` sets in every phase of every arm (none when it is off)."""
+    patience = spec.early_stopping_patience
+    return {} if patience is None else {"early_stopping_patience": patience}
 
 
 def _finetune_keys(overrides: dict) -> dict:
@@ -341,7 +360,7 @@ def build_plan(spec: CompareSpec) -> Plan:
         from ..recipes.presets import compare_task_recipes
 
         name, folder, rest = compare_task_recipes(
-            spec.task_config, spec.architectures, spec.preset, spec.output_dir, spec.overrides
+            spec.task_config, spec.architectures, spec.preset, spec.output_dir, spec.overrides, spec.budget
         )
         written = dict(tasks=[name], recipes_dir=str(folder), overrides=rest, task_config=None, preset=None)
         spec = dataclasses.replace(spec, **written)
@@ -360,7 +379,7 @@ def build_plan(spec: CompareSpec) -> Plan:
                     ) from None
                 missing.append((task, arch))
                 continue
-            keys = {**spec.overrides, **spec.task_overrides.get(task, {})}
+            keys = {**spec.overrides, **spec.task_overrides.get(task, {}), **early_stopping(spec)}
             budgets = budget_overrides(spec, keys, *recipes)
             for size in spec.num_train_examples:
                 variant = "full" if size is None else f"n{size}"

@@ -44,12 +44,13 @@ from ..data.spec import TaskSpec
 from ..hub import ensure_push_credentials, push_phase
 from ..phases import BASELINE_PHASE, FINETUNE_PHASE, SPT_PHASE, start_kind
 from ..preprocessing import processing_class, write_task_card
-from ..recipes.arguments import PHASE_FIELDS, Recipe, refuse_packing, spt_bidirectional
+from ..recipes.arguments import PHASE_FIELDS, Recipe, refuse_packing, selection_metric, spt_bidirectional
 from ..recipes.loading import validate_recipe
 from .results import phase_results, write_results
 from .run_folder import PhaseState, in_phase_dir, latest_complete_checkpoint, open_phase
 from .task_data import TaskData, load_task_data
 from .trainer import (
+    PhaseEarlyStopping,
     PhaseTrainer,
     causal_accuracy_metrics,
     classification_metrics,
@@ -143,15 +144,11 @@ def _pretrain(recipe: Recipe, fingerprint: dict, callbacks: list | None) -> dict
         train_set = IndexedExamples(train_set)
         evaluation = {name: IndexedExamples(split, epoch=-1) for name, split in evaluation.items()}
     tokens = task.spec.input_kind == "tokens"
-    if tokens and bidirectional:
-        metrics, best = masked_accuracy_metrics(), "masked_accuracy"
-    elif tokens:
-        metrics, best = causal_accuracy_metrics(), "next_token_accuracy"
-    else:
-        metrics, best = None, "loss"  # masked L1 loss = masked MAE on normalised values
+    # token accuracies are recorded in the learning curve; the checkpoint is chosen by the loss (`selection_metric`)
+    metrics = (masked_accuracy_metrics() if bidirectional else causal_accuracy_metrics()) if tokens else None
     trainer = PhaseTrainer(
         model=model,
-        args=_phase_arguments(recipe, best, greater_is_better=tokens),
+        args=_phase_arguments(recipe, SPT_PHASE),
         train_dataset=train_set,
         eval_dataset=evaluation["validation"],
         data_collator=collator,
@@ -197,12 +194,10 @@ def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict
     set_seed(recipe.training.seed)
     task = load_task_data(recipe)
     model, init = phase_model(recipe, phase, task, folder)
-    greater = task.spec.problem_type != "regression"
-    best = "accuracy" if greater else "r2"
     trial = trial_callbacks(recipe.training.output_dir, phase)  # a `compare --tune` trial reports to its study
     trainer = PhaseTrainer(
         model=model,
-        args=_phase_arguments(recipe, best, greater_is_better=True),
+        args=_phase_arguments(recipe, phase, task.spec.problem_type),
         train_dataset=task.splits["train"],
         eval_dataset=task.splits["validation"],
         data_collator=phase_collator(recipe, phase, task.spec),
@@ -317,13 +312,12 @@ def _announce(phase: str, trainer: PhaseTrainer, what: str) -> None:
     print(f"spt_hf: {phase} on {where}: {what}", flush=True)
 
 
-def _phase_arguments(recipe: Recipe, metric: str, greater_is_better: bool):
-    """The recipe's TrainingArguments with the phase's model-selection metric (unless the recipe chose one). The
-    Trainer does not reload the best checkpoint itself: the phase evaluates the final model first, then the best
+def _phase_arguments(recipe: Recipe, phase: str, problem_type: str = "single_label_classification"):
+    """The recipe's TrainingArguments with the phase's model-selection metric (`selection_metric`). The Trainer does
+    not reload the best checkpoint itself: the phase evaluates the final model first, then the best
     (`_train_and_evaluate`), and records both."""
-    changes = {"load_best_model_at_end": False}
-    if not recipe.chosen_metric:
-        changes.update(metric_for_best_model=metric, greater_is_better=greater_is_better)
+    metric, greater = selection_metric(recipe, phase, problem_type)
+    changes = {"load_best_model_at_end": False, "metric_for_best_model": metric, "greater_is_better": greater}
     return dataclasses.replace(recipe.training, **changes)
 
 
@@ -336,7 +330,17 @@ def _train_and_evaluate(trainer: PhaseTrainer, recipe, task: TaskData, phase: st
     if resume:
         _check_resumed_form(trainer.model, resume)
         print(f"spt_hf: resuming {phase} from {resume}", flush=True)
+    patience = recipe.training.early_stopping_patience
+    stopper = PhaseEarlyStopping(patience) if patience is not None else None
+    if stopper is not None:
+        trainer.add_callback(stopper)
     train_output = trainer.train(resume_from_checkpoint=resume)
+    if stopper is not None and stopper.stopped_at is not None:
+        print(
+            f"spt_hf: {phase} stopped early at step {stopper.stopped_at} of {trainer.state.max_steps}: "
+            f"{patience} evaluations without improvement of {trainer.args.metric_for_best_model}.",
+            flush=True,
+        )
     curve = list(trainer.state.log_history)
 
     def evaluate() -> dict:
@@ -356,7 +360,8 @@ def _train_and_evaluate(trainer: PhaseTrainer, recipe, task: TaskData, phase: st
         evaluations["selected"] = "best"
     export_model(trainer, output_dir, task.spec)
     wall = time.perf_counter() - start
-    results = phase_results(phase, recipe, task, trainer, train_output, evaluations, curve, wall)
+    stopped = stopper.stopped_at if stopper is not None else None
+    results = phase_results(phase, recipe, task, trainer, train_output, evaluations, curve, wall, stopped)
     results["compute"] = phase_compute(trainer)  # FLOPs of one real step x steps; not part of the wall time
     return results
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import EvalPrediction, Trainer, TrainerCallback
+from transformers import EarlyStoppingCallback, EvalPrediction, Trainer, TrainerCallback
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
@@ -63,6 +63,26 @@ class SaveOnSignal(TrainerCallback):
             control.should_save = True
             control.should_training_stop = True
         return control
+
+
+class PhaseEarlyStopping(EarlyStoppingCallback):
+    """transformers' `EarlyStoppingCallback` on the phase's model-selection metric (`selection_metric`), remembering
+    the step it stopped at (`stopped_at`). The phase reloads the best checkpoint itself (`_train_and_evaluate`), so
+    the Trainer's `load_best_model_at_end` stays off without transformers' warning about it. Its counter is saved in
+    every checkpoint: a resumed phase counts on."""
+
+    def __init__(self, early_stopping_patience: int):
+        super().__init__(early_stopping_patience=early_stopping_patience)
+        self.stopped_at: int | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if args.metric_for_best_model is None:
+            raise ValueError("early stopping needs the phase's `metric_for_best_model`; none is set.")
+
+    def on_evaluate(self, args, state, control, metrics, **kwargs):
+        super().on_evaluate(args, state, control, metrics, **kwargs)
+        if control.should_training_stop and self.early_stopping_patience_counter >= self.early_stopping_patience:
+            self.stopped_at = state.global_step
 
 
 def agreed_max(received: int | None, device) -> int | None:
