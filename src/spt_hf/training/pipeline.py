@@ -44,7 +44,14 @@ from ..data.spec import TaskSpec
 from ..hub import ensure_push_credentials, push_phase
 from ..phases import BASELINE_PHASE, FINETUNE_PHASE, SPT_PHASE, start_kind
 from ..preprocessing import processing_class, write_task_card
-from ..recipes.arguments import PHASE_FIELDS, Recipe, refuse_packing, selection_metric, spt_bidirectional
+from ..recipes.arguments import (
+    PHASE_FIELDS,
+    Recipe,
+    evaluation_cadence,
+    refuse_packing,
+    selection_metric,
+    spt_bidirectional,
+)
 from ..recipes.loading import validate_recipe
 from .results import phase_results, write_results
 from .run_folder import PhaseState, in_phase_dir, latest_complete_checkpoint, open_phase
@@ -474,11 +481,12 @@ def refuse_ignored_max_steps(spt_recipe: Recipe, overrides: dict) -> None:
 
 
 def with_phase(recipe: Recipe, output_dir: Path, max_steps: int | None, model_name_or_path=...) -> Recipe:
-    """A copy of `recipe` for the run folder `output_dir`, with a step budget and (optionally) a starting model."""
+    """A copy of `recipe` for the run folder `output_dir`, with a step budget (and the evaluation cadence derived
+    with it, `evaluation_cadence`) and (optionally) a starting model."""
     training = recipe.training
     changes = {"output_dir": str(output_dir)}
     if max_steps is not None:
-        changes["max_steps"] = max_steps
+        changes.update(max_steps=max_steps, **evaluation_cadence(max_steps, training))
     model = recipe.model
     if model_name_or_path is not ...:
         model = dataclasses.replace(model, model_name_or_path=model_name_or_path)
