@@ -342,6 +342,8 @@ def _train_and_evaluate(trainer: PhaseTrainer, recipe, task: TaskData, phase: st
     if stopper is not None:
         trainer.add_callback(stopper)
     train_output = trainer.train(resume_from_checkpoint=resume)
+    if stopper is not None:
+        trainer.remove_callback(stopper)  # the evaluations below (validation and test) decide nothing
     if stopper is not None and stopper.stopped_at is not None:
         print(
             f"spt_hf: {phase} stopped early at step {stopper.stopped_at} of {trainer.state.max_steps}: "
