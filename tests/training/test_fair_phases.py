@@ -162,3 +162,25 @@ def test_validation_warnings_name_the_fix():
     splits = datasets.DatasetDict({"train": train, "validation": train.select(range(3))})
     spec = type("Spec", (), {"problem_type": "single_label_classification"})()
     assert validation_report(spec, splits) == validation_warnings(3, train["label"], [0, 1, 2])
+
+
+def test_a_resumed_phase_chooses_its_best_again_by_its_own_metric(tmp_path):
+    """A checkpoint written while SPT chose by masked accuracy records an accuracy as its best; resumed under the loss
+    rule, the best is chosen again by the loss among the checkpoints on disk (never comparing a loss with an
+    accuracy), and a state that already agrees is left alone."""
+    from transformers import TrainerState, TrainingArguments
+
+    from spt_hf.training.trainer import ResumedBestByMetric
+
+    for step in (2, 4, 6):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+    curve = [(2, 3.0, 0.2), (4, 2.5, 0.2), (6, 2.7, 0.2), (8, 2.0, 0.2)]  # step 8's checkpoint was rotated away
+    history = [{"step": step, "eval_loss": loss, "eval_masked_accuracy": accuracy} for step, loss, accuracy in curve]
+    state = TrainerState(log_history=history, best_metric=0.2, best_global_step=2)
+    state.best_model_checkpoint = str(tmp_path / "checkpoint-2")
+    args = TrainingArguments(str(tmp_path), metric_for_best_model="loss", greater_is_better=False, report_to="none")
+    ResumedBestByMetric().on_train_begin(args, state, None)
+    assert (state.best_metric, state.best_global_step) == (2.5, 4)
+    assert state.best_model_checkpoint == str(tmp_path / "checkpoint-4")
+    ResumedBestByMetric().on_train_begin(args, state, None)  # already by its metric: unchanged
+    assert state.best_global_step == 4

@@ -59,6 +59,7 @@ from .task_data import TaskData, load_task_data
 from .trainer import (
     PhaseEarlyStopping,
     PhaseTrainer,
+    ResumedBestByMetric,
     causal_accuracy_metrics,
     classification_metrics,
     masked_accuracy_metrics,
@@ -333,23 +334,7 @@ def _train_and_evaluate(trainer: PhaseTrainer, recipe, task: TaskData, phase: st
     the best checkpoint (`load_best_model_at_end`), the best one, on `evaluation` ("validation", "test"); export the
     selected model. The learning curve is kept as trained: these evaluations are recorded apart from it."""
     output_dir = recipe.training.output_dir
-    resume = latest_complete_checkpoint(output_dir)
-    if resume:
-        _check_resumed_form(trainer.model, resume)
-        print(f"spt_hf: resuming {phase} from {resume}", flush=True)
-    patience = recipe.training.early_stopping_patience
-    stopper = PhaseEarlyStopping(patience) if patience is not None else None
-    if stopper is not None:
-        trainer.add_callback(stopper)
-    train_output = trainer.train(resume_from_checkpoint=resume)
-    if stopper is not None:
-        trainer.remove_callback(stopper)  # the evaluations below (validation and test) decide nothing
-    if stopper is not None and stopper.stopped_at is not None:
-        print(
-            f"spt_hf: {phase} stopped early at step {stopper.stopped_at} of {trainer.state.max_steps}: "
-            f"{patience} evaluations without improvement of {trainer.args.metric_for_best_model}.",
-            flush=True,
-        )
+    train_output, stopped = _train(trainer, recipe, phase)
     curve = list(trainer.state.log_history)
 
     def evaluate() -> dict:
@@ -369,10 +354,36 @@ def _train_and_evaluate(trainer: PhaseTrainer, recipe, task: TaskData, phase: st
         evaluations["selected"] = "best"
     export_model(trainer, output_dir, task.spec)
     wall = time.perf_counter() - start
-    stopped = stopper.stopped_at if stopper is not None else None
     results = phase_results(phase, recipe, task, trainer, train_output, evaluations, curve, wall, stopped)
     results["compute"] = phase_compute(trainer)  # FLOPs of one real step x steps; not part of the wall time
     return results
+
+
+def _train(trainer: PhaseTrainer, recipe: Recipe, phase: str):
+    """`trainer.train`, resuming from the newest complete checkpoint (its best chosen again by the phase's metric),
+    stopped early after `early_stopping_patience` evaluations without improvement. Returns the train output and the
+    step early stopping stopped at (None: it ran its budget)."""
+    resume = latest_complete_checkpoint(recipe.training.output_dir)
+    if resume:
+        _check_resumed_form(trainer.model, resume)
+        print(f"spt_hf: resuming {phase} from {resume}", flush=True)
+        trainer.add_callback(ResumedBestByMetric())
+    patience = recipe.training.early_stopping_patience
+    if patience is None:
+        return trainer.train(resume_from_checkpoint=resume), None
+    stopper = PhaseEarlyStopping(patience)
+    trainer.add_callback(stopper)
+    try:
+        output = trainer.train(resume_from_checkpoint=resume)
+    finally:
+        trainer.remove_callback(stopper)  # the phase's final evaluations (validation and test) decide nothing
+    if stopper.stopped_at is not None:
+        print(
+            f"spt_hf: {phase} stopped early at step {stopper.stopped_at} of {trainer.state.max_steps}: "
+            f"{patience} evaluations without improvement of {trainer.args.metric_for_best_model}.",
+            flush=True,
+        )
+    return output, stopper.stopped_at
 
 
 def _check_resumed_form(model, checkpoint: str) -> None:

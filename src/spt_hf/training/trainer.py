@@ -85,6 +85,28 @@ class PhaseEarlyStopping(EarlyStoppingCallback):
             self.stopped_at = state.global_step
 
 
+class ResumedBestByMetric(TrainerCallback):
+    """A resumed phase's best checkpoint by the phase's own metric. A checkpoint written while another metric chose
+    the best (SPT chose by token accuracy before it chose by loss) records that metric's best value; comparing a loss
+    with it would keep the old choice for ever. The best is chosen again from the resumed learning curve, among the
+    checkpoints still on disk (ties: the earliest, as the Trainer keeps)."""
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        name = args.metric_for_best_model
+        key = name if name.startswith("eval_") else f"eval_{name}"
+        evaluated = {entry["step"]: entry[key] for entry in state.log_history if key in entry}
+        if state.best_metric is None or evaluated.get(state.best_global_step) == state.best_metric:
+            return
+        folders = {step: Path(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{step}") for step in evaluated}
+        kept = {step: value for step, value in evaluated.items() if folders[step].is_dir()}
+        if not kept:
+            state.best_metric = state.best_global_step = state.best_model_checkpoint = None
+            return
+        sign = -1 if args.greater_is_better else 1
+        step = min(kept, key=lambda s: (sign * kept[s], s))
+        state.best_metric, state.best_global_step, state.best_model_checkpoint = kept[step], step, str(folders[step])
+
+
 def agreed_max(received: int | None, device) -> int | None:
     """The largest of one number over the processes of a distributed phase (a step's all-reduce; None counts 0):
     the signal some process received, a decision only the main process made; None when it is 0 everywhere."""
