@@ -336,3 +336,21 @@ def test_a_gap_between_runs_of_different_budgets_is_marked_and_both_budgets_name
         "- digits †: spt_s4 and the Transformer, scratch, trained on different budgets (600 steps against 1200): the "
         "gap mixes architecture and budget; give both the same steps (compare's --budget tied or equal)."
     ]
+
+
+def test_an_spt_phase_that_exported_an_earlier_step_is_marked_in_the_cost_column(tmp_path):
+    """The SPT side's steps say when its SPT phase handed finetuning an earlier checkpoint than its last step's."""
+    for seed, exported in ((0, 60), (1, 100)):
+        run = tmp_path / f"seed{seed}"
+        spt = fake_phase(run, "spt", seed=seed)
+        data = json.loads((spt / "results.json").read_text())
+        data["metrics"] |= {"selected": "best", "exported_step": exported}
+        (spt / "results.json").write_text(json.dumps(data))
+        fake_phase(run, "finetune", seed=seed, spt_dir=spt)
+        fake_phase(run, "scratch", seed=seed)
+    (row,) = comparison_rows(find_results([tmp_path]))
+    assert sorted((r.seed, r.spt_exported) for r in row.side("spt")) == [(0, 60), (1, None)]
+    text = report([tmp_path], tmp_path / "out")
+    assert "100° + 100 steps" in text and "`°` after the SPT steps" in text
+    with open(tmp_path / "out" / "runs.csv") as handle:
+        assert {row["spt_exported"] for row in csv.DictReader(handle)} >= {"60"}
