@@ -112,7 +112,9 @@ def test_the_yaml_form_and_a_dry_run_print_the_plan_and_run_nothing(tmp_path, ca
     )
     assert cli_main(["compare", "--config", str(config), "--dry-run", "--max_steps", "3"]) == 0
     out = capsys.readouterr().out
-    assert out.count("| listops/s4/n100/seed1/finetune | spt | waiting | 3 steps |") == 1  # from its SPT checkpoint
+    assert (
+        out.count("| listops/s4/n100/seed1/finetune | spt | waiting | 3 steps (equal) |") == 1
+    )  # from its SPT checkpoint
     assert "| digits/s4/full/seed0/scratch | scratch | new |" in out and "listops/s4/full/seed1/spt |" in out
     assert not (tmp_path / "cmp").exists()
 
@@ -359,11 +361,11 @@ def test_a_local_recipes_folder_is_used_only_when_named_and_the_plan_says_where_
     assert cli_main([*argv, "--recipes_dir", "cpu"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("Recipes: the recipes shipped with spt_hf (recipes/cpu).\n")
-    assert "| digits/s4/full/seed0/spt | scratch | new | 600 steps | cpu/digits-s4-spt.yaml |" in out
+    assert "| digits/s4/full/seed0/spt | scratch | new | 600 steps (equal) | cpu/digits-s4-spt.yaml |" in out
     assert cli_main([*argv, "--recipes_dir", "recipes"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"Recipes: your folder recipes ({tmp_path.resolve() / 'recipes'}), not the shipped recipes.")
-    assert "| digits/s4/full/seed0/spt | scratch | new | 7 steps | recipes/digits-s4-spt.yaml |" in out
+    assert "| digits/s4/full/seed0/spt | scratch | new | 7 steps (equal) | recipes/digits-s4-spt.yaml |" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["recipes"]
 
 

@@ -20,6 +20,7 @@ from spt_hf.recipes.presets import (
     write_recipes,
 )
 from spt_hf.training import load_recipe
+from spt_hf.training.pipeline import phase_budgets
 
 DIGITS = {"input_kind": "tokens"}
 ARCHITECTURES = preset_architectures()
@@ -48,7 +49,11 @@ def test_every_registered_architecture_has_tiny_and_small_presets_that_load():
         shipped = read_recipe_file(RECIPES_DIR / f"cpu/digits-{architecture}-spt.yaml")
         spt, _ = pair(recipes, architecture)
         assert width(spt) == width(shipped) and spt["learning_rate"] == shipped["learning_rate"]
-        assert spt.get("total_steps") == shipped.get("total_steps")  # no budget given: the preset's own
+        own = (
+            shipped.get("total_steps")
+            or shipped["max_steps"] + read_recipe_file(ARCHITECTURES[architecture]["small"][1])["max_steps"]
+        )
+        assert spt["total_steps"] == own  # no budget given: the preset's own steps, tied (the default rule)
 
 
 def test_the_task_decides_inputs_length_and_classes_and_the_recipe_loads_for_its_phase():
@@ -65,7 +70,7 @@ def test_the_task_decides_inputs_length_and_classes_and_the_recipe_loads_for_its
 
 
 def test_the_spt_objective_is_the_shipped_recipes_causal_for_a_causal_only_decoder():
-    recipes = recipes_for_task("digits", DIGITS, ["pythia70m", "mamba", "transformer"], "tiny")
+    recipes = recipes_for_task("digits", DIGITS, ["pythia70m", "mamba", "transformer"], "tiny", max_steps=4)
     pythia, _ = pair(recipes, "pythia70m")
     assert pythia["objective"] == "causal" and pythia["bidirectional"] is False
     for architecture in ("mamba", "transformer"):
@@ -90,17 +95,39 @@ def test_paper_presets_come_from_the_paper_task_of_the_closest_length():
 
 
 def test_budgets_come_from_max_steps_or_num_train_epochs():
-    spt, finetune = pair(recipes_for_task("digits", DIGITS, ["transformer"], "small", max_steps=8), "transformer")
-    for values in (spt, finetune):
-        assert values["max_steps"] == 8 and "total_steps" not in values and "num_train_epochs" not in values
-        assert values["eval_steps"] == values["save_steps"] == 2 and values["logging_steps"] <= 2
-    spt, _ = pair(recipes_for_task("digits", DIGITS, ["s4"], "small", num_train_epochs=3), "s4")
+    spt, finetune = pair(recipes_for_task("digits", DIGITS, ["transformer"], "small", max_steps=80), "transformer")
+    for values in (spt, finetune):  # about ten evaluations (and checkpoints) of the steps given
+        assert values["max_steps"] == 80 and "num_train_epochs" not in values
+        assert values["eval_steps"] == values["save_steps"] == values["logging_steps"] == 8
+    assert spt["total_steps"] == 160 and spt["spt_fraction"] == 0.5  # tied: the baseline gets both phases' steps
+    equal = recipes_for_task("digits", DIGITS, ["transformer"], "small", max_steps=80, budget="equal")
+    assert "total_steps" not in pair(equal, "transformer")[0]
+    spt, _ = pair(recipes_for_task("digits", DIGITS, ["s4"], "small", num_train_epochs=3, budget="equal"), "s4")
     assert spt["num_train_epochs"] == 3 and "max_steps" not in spt and "eval_steps" not in spt
     assert spt["eval_strategy"] == spt["save_strategy"] == "epoch"
     with pytest.raises(ValueError, match="--max_steps or --num_train_epochs, not both"):
         recipes_for_task("digits", DIGITS, ["s4"], "small", max_steps=8, num_train_epochs=3)
     with pytest.raises(ValueError, match="`max_steps` must be a positive number"):
         recipes_for_task("digits", DIGITS, ["s4"], "small", max_steps=-1)
+    with pytest.raises(ValueError, match="preset counts epochs: pass --max_steps N .*, or --budget equal") as error:
+        recipes_for_task("digits", DIGITS, ["s4"], "small", num_train_epochs=3)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("budget", ["tied", "equal"])
+def test_every_architecture_of_a_preset_gets_one_budget_rule(budget):
+    """An SSM's SPT arm must not get twice its baseline's compute while the Transformer's is tied (or the reverse):
+    the plans of s4, dlr, transformer and mega under one preset have the same rule and the same steps per phase."""
+    architectures = ["s4", "dlr", "transformer", "mega"]
+    recipes = recipes_for_task("digits", DIGITS, architectures, "small", budget=budget)
+    budgets = {}
+    for architecture in architectures:
+        spt, finetune = pair(recipes, architecture)
+        phases = phase_budgets(load_recipe(None, spt, phase="spt"), load_recipe(None, finetune, phase="finetune"))
+        budgets[architecture] = phases
+        spt_arm, baseline = phases["spt"] + phases["finetune"], phases["scratch"]
+        assert (spt_arm == baseline) if budget == "tied" else (baseline == phases["finetune"]), (architecture, phases)
+    assert len({tuple(b.items()) for b in budgets.values()}) == 1, budgets
 
 
 @pytest.mark.parametrize(
@@ -146,7 +173,7 @@ def test_every_tiny_preset_builds_both_phases_models_for_the_task(input_kind):
 
     spec = get_task_spec("digits", input_kind=input_kind)
     task = TaskData(spec, datasets.DatasetDict(), None)
-    recipes = recipes_for_task("digits", {"input_kind": input_kind}, list(ARCHITECTURES), "tiny")
+    recipes = recipes_for_task("digits", {"input_kind": input_kind}, list(ARCHITECTURES), "tiny", max_steps=4)
     for architecture in ARCHITECTURES:
         spt, finetune = pair(recipes, architecture)
         pretrainer, _ = phase_model(load_recipe(None, spt, phase="spt"), "spt", task)

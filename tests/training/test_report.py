@@ -448,3 +448,21 @@ def test_the_diagram_joins_the_groups_no_further_apart_than_the_critical_differe
     assert _not_different([1.0, 1.5, 2.4, 3.9], 1.0) == [(0, 1), (1, 2)]
     assert _not_different([1.0, 2.5, 4.0], 1.0) == []
     assert _not_different([1.0, 1.2, 1.4], 1.0) == [(0, 2)]
+
+
+def test_an_spt_phase_that_exported_an_earlier_step_is_marked_in_the_cost_column(tmp_path):
+    """The SPT side's steps say when its SPT phase handed finetuning an earlier checkpoint than its last step's."""
+    for seed, exported in ((0, 60), (1, 100)):
+        run = tmp_path / f"seed{seed}"
+        spt = fake_phase(run, "spt", seed=seed)
+        data = json.loads((spt / "results.json").read_text())
+        data["metrics"] |= {"selected": "best", "exported_step": exported}
+        (spt / "results.json").write_text(json.dumps(data))
+        fake_phase(run, "finetune", seed=seed, spt_dir=spt)
+        fake_phase(run, "scratch", seed=seed)
+    (row,) = comparison_rows(find_results([tmp_path]))
+    assert sorted((r.seed, r.spt_exported) for r in row.side("spt")) == [(0, 60), (1, None)]
+    text = report([tmp_path], tmp_path / "out")
+    assert "100° + 100 steps" in text and "`°` after the SPT steps" in text
+    with open(tmp_path / "out" / "runs.csv") as handle:
+        assert {row["spt_exported"] for row in csv.DictReader(handle)} >= {"60"}

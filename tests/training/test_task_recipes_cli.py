@@ -81,9 +81,10 @@ def test_compare_plans_a_task_file_with_its_recipes_written_into_the_output_fold
     )
     printed = capsys.readouterr().out
     assert (
-        f"| my_digits/s4/full/seed0/finetune | spt | waiting | 3 steps | {out}/recipes/my_digits-s4-finetune.yaml |"
-        in printed
+        f"| my_digits/s4/full/seed0/finetune | spt | waiting | 3 steps (tied) | {out}/recipes/my_digits-s4-finetune"
+        ".yaml |" in printed
     )
+    assert "| my_digits/s4/full/seed0/scratch | scratch | new | 6 steps (tied) |" in printed  # SPT 3 + finetuning 3
     assert "Total: 6 phases" in printed
     assert sorted(p.name for p in (out / "recipes").iterdir())[0] == "my_digits-dlr-finetune.yaml"
     assert [p.name for p in out.iterdir()] == ["recipes"]  # a dry run writes the recipes, nothing else
@@ -107,7 +108,8 @@ def test_a_tiny_comparison_of_a_task_file_runs_end_to_end_and_resumes(task_file,
     argv += ["--seeds", "0", "--output_dir", str(out), "--max_parallel", "2", "--max_steps", "4"]
     assert cli_main(argv) == 0
     results = sorted(out.glob("my_digits/*/full/seed0/*/results.json"))
-    assert len(results) == 6 and all(json.loads(p.read_text())["budget"]["steps"] == 4 for p in results)
+    steps = {p.parent.name: json.loads(p.read_text())["budget"]["steps"] for p in results}
+    assert len(results) == 6 and steps == {"spt": 4, "finetune": 4, "scratch": 8}  # tied: the baseline gets both
     assert "| digits | spt_s4 |" in (out / "report.md").read_text()
     capsys.readouterr()
     assert cli_main(argv) == 0

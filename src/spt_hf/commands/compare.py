@@ -54,7 +54,16 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="plan every task x architecture that has recipes; list the others instead of refusing",
     )
-    parser.add_argument("--budget", choices=("equal", "tied"), help="default: as the recipes say (total_steps)")
+    parser.add_argument(
+        "--budget",
+        choices=("equal", "tied"),
+        help="one rule for every architecture (default: tied with --task_config, else as the recipes say)",
+    )
+    parser.add_argument(
+        *spellings("--early_stopping_patience"),
+        type=int,
+        help="stop every phase of every arm after K evaluations without improvement; the budget becomes a cap",
+    )
     parser.add_argument("--launcher", choices=("local", "submitit", "ray"))
     parser.add_argument(
         *spellings("--max_parallel"), type=int, help="phases at once (local; on Slurm: jobs queued or running)"

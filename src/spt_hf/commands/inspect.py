@@ -35,8 +35,18 @@ def inspect_command(args, rest: list[str]) -> int:
     card = getattr(spec, "task_card", None)
     if not isinstance(card, dict):
         raise ValueError(f"{args.task_config}: `spt-hf inspect` describes `task: custom` files; {task!r} is built in")
+    card = {**card, "validation_warnings": card_validation_warnings(card)}
     print(json.dumps(card, indent=1) if args.json else "\n".join(card_lines(card)))
     return 0
+
+
+def card_validation_warnings(card: dict) -> list[str]:
+    """`validation_warnings` of the splits a task card describes (classes: those with examples in each split)."""
+    from ..data.custom.splits import validation_warnings
+
+    counts = card.get("label_counts") or {}
+    classes = [[name for name, n in counts[split].items() if n] for split in ("train", "validation") if split in counts]
+    return validation_warnings(card["splits"].get("validation", 0), *(classes if len(classes) == 2 else []))
 
 
 def card_lines(card: dict) -> list[str]:
@@ -64,6 +74,7 @@ def card_lines(card: dict) -> list[str]:
         lines.append(f"classes ({card['num_labels']}): " + ", ".join(card["label_names"]))
         for split, counts in card["label_counts"].items():
             lines.append(f"  {split}: " + ", ".join(f"{name} {n}" for name, n in counts.items()))
+    lines += [f"validation warning: {line}" for line in card.get("validation_warnings", [])]
     leakage = card["leakage"]
     if leakage.get("check") == "off":
         lines.append("leakage: not checked (leakage_check: off)")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..phases import BASELINE_PHASE, FINETUNE_PHASE, PHASE_COMMANDS, SPT_PHASE, start_kind
-from ..recipes.arguments import SPT_ONLY_KEYS, SPT_PHASE_SWITCHES
+from ..recipes.arguments import SPT_ONLY_KEYS, SPT_PHASE_SWITCHES, evaluation_cadence
 from ..recipes.loading import RECIPES_DIR, SEED_RANGE, find_recipe, load_recipe
 from ..recipes.presets import compare_task_recipes, task_file_name
 from ..training.pipeline import phase_budgets, refuse_ignored_max_steps
@@ -62,6 +62,9 @@ class CompareSpec:
         tune: the search of `--tune` (`tuning.TuneSpec`, from the `--tune` and `--tune_*` options or the `tune: true`
             and `tune_*:` YAML keys): run before the plan (compare/tune.py), whose seeded phases then read its chosen
             values from `OUTPUT_DIR/tuning.json`. None: no search.
+        early_stopping_patience: stop every phase of every arm (tuning trials too) after this many evaluations
+            without improvement of its validation signal (SPT: its loss; finetuning and baseline: the task metric);
+            the step budget becomes a cap. None: every phase trains its whole budget.
     """
 
     tasks: list[str] = field(default_factory=list)
@@ -82,6 +85,7 @@ class CompareSpec:
     skip_missing_pairs: bool = False
     task_configs: list[str] = field(default_factory=list)
     preset: str | None = None
+    early_stopping_patience: int | None = None
     tune: TuneSpec | None = None
 
     def __post_init__(self) -> None:
@@ -335,14 +339,28 @@ def budget_overrides(spec: CompareSpec, keys: dict, spt_recipe: Path, finetune_r
     refuse_ignored_max_steps(spt, keys)
     finetune = load_recipe(finetune_recipe, _finetune_keys(keys), phase=FINETUNE_PHASE)
     steps = phase_budgets(spt, finetune)
-    if budget == "equal":
+    if budget == "equal":  # each phase its recipe's steps, or the comparison's --max_steps (derived evaluations)
         overrides = {phase: dict(shared) for phase in PHASE_COMMANDS}
+        derived = {phase: (keys.get("max_steps"), None) for phase in PHASE_COMMANDS}
     else:
         overrides = {phase: {"max_steps": value} for phase, value in steps.items()}
+        trainings = {SPT_PHASE: spt.training, FINETUNE_PHASE: finetune.training, BASELINE_PHASE: finetune.training}
+        derived = {phase: (value, trainings[phase]) for phase, value in steps.items()}
+    for phase, (value, training) in derived.items():  # unless the comparison sets them itself
+        cadence = evaluation_cadence(value, training) if value else {}
+        overrides[phase].update({k: v for k, v in cadence.items() if k not in keys})
     epochs = {SPT_PHASE: spt.training.num_train_epochs, FINETUNE_PHASE: finetune.training.num_train_epochs}
     epochs[BASELINE_PHASE] = epochs[FINETUNE_PHASE]
-    text = {k: (f"{v} steps" if v and v > 0 else f"{epochs[k]:g} epochs") for k, v in steps.items()}
+    patience = keys.get("early_stopping_patience")
+    rule = budget + (f", early stopping {patience}" if patience else "")
+    text = {k: (f"{v} steps" if v and v > 0 else f"{epochs[k]:g} epochs") + f" ({rule})" for k, v in steps.items()}
     return overrides, text
+
+
+def early_stopping(spec: CompareSpec) -> dict:
+    """The recipe key that `--early_stopping_patience` sets in every phase of every arm (none when it is off)."""
+    patience = spec.early_stopping_patience
+    return {} if patience is None else {"early_stopping_patience": patience}
 
 
 def _finetune_keys(overrides: dict) -> dict:
@@ -370,7 +388,7 @@ def build_plan(spec: CompareSpec) -> Plan:
                     ) from None
                 missing.append((task, arch))
                 continue
-            keys = {**overrides, **spec.task_overrides.get(task, {})}
+            keys = {**overrides, **spec.task_overrides.get(task, {}), **early_stopping(spec)}
             budgets = budget_overrides(spec, keys, *recipes)
             tuned = tuned_phases(spec, progress, task, arch)
             for size in spec.num_train_examples:
@@ -398,7 +416,7 @@ def task_sources(spec: CompareSpec) -> tuple[dict[str, tuple[str | None, dict]],
     sources = {task: (spec.recipes_dir, spec.overrides) for task in spec.tasks}
     for name, path in task_files.items():
         _, folder, rest = compare_task_recipes(
-            str(path), spec.architectures, spec.preset, spec.output_dir, spec.overrides
+            str(path), spec.architectures, spec.preset, spec.output_dir, spec.overrides, spec.budget
         )
         sources[name] = (str(folder), rest)
     return sources, task_files

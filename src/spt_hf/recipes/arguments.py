@@ -9,6 +9,7 @@ The phases have one name each, used by the CLI, the recipe file, the run sub-fol
 
 import dataclasses
 import logging
+import math
 from dataclasses import dataclass, field
 
 from transformers import HfArgumentParser, TrainingArguments
@@ -17,8 +18,11 @@ from ..data.collators import PAD_MULTIPLE
 from ..modeling.architectures import MODEL_TYPES as SPT_MODEL_TYPES  # the registered architectures
 from ..modeling.architectures import base_model_class
 from ..modeling.backbone_adapter import PACKED_SEQUENCE_BACKBONES
+from ..phases import SPT_PHASE
 
 OBJECTIVES = ("masked", "causal")
+EVALUATIONS_PER_PHASE = 10  # evaluations of a phase whose steps were derived (`evaluation_cadence`)
+EVALUATION_RANGE = (8, 12)  # evaluations a recipe's own eval_steps may give derived steps and be kept
 # Config fields that belong to a phase (heads and their label names, objectives), not to the architecture shared by
 # both phases.
 PHASE_FIELDS = {
@@ -164,6 +168,14 @@ class PhaseTrainingArguments(TrainingArguments):
     save_total_limit: int | None = field(default=2, metadata={"help": "Checkpoints kept (the best is always kept)."})
     load_best_model_at_end: bool = field(default=True, metadata={"help": "Reload the best checkpoint by the metric."})
     logging_steps: float = field(default=10, metadata={"help": "Log every this many steps."})
+    early_stopping_patience: int | None = field(
+        default=None,
+        metadata={
+            "help": "Stop the phase after this many evaluations without improvement of its model-selection metric "
+            "(SPT: its validation loss; finetuning: the task metric); max_steps / num_train_epochs become a cap. "
+            "None: train the whole budget."
+        },
+    )
     seed: int = field(default=2222, metadata={"help": "Seed of the official configs."})
     use_cpu: bool = field(default=False, metadata={"help": "Train on CPU even if a GPU is present."})
 
@@ -221,8 +233,11 @@ class Recipe:
     chosen_metric: bool = False  # the recipe set metric_for_best_model itself (else each phase picks its own)
 
     def to_dict(self) -> dict:
-        """Everything that was resolved, for results.json (credentials excluded)."""
+        """Everything that was resolved, for results.json (credentials excluded). `early_stopping_patience` is left
+        out while it is off, so that phases from before the key keep their fingerprint and resume."""
         training = {k: v for k, v in self.training.to_dict().items() if "token" not in k}
+        if training.get("early_stopping_patience") is None:
+            training.pop("early_stopping_patience", None)
         return {
             "source": self.source,
             "data": dataclasses.asdict(self.data),
@@ -232,6 +247,39 @@ class Recipe:
             "spt": dataclasses.asdict(self.spt) | dataclasses.asdict(self.phase),
             "training": training,
         }
+
+
+def selection_metric(recipe: Recipe, phase: str, problem_type: str = "single_label_classification") -> tuple[str, bool]:
+    """(metric, greater_is_better) that picks a phase's exported checkpoint and that early stopping watches: the
+    recipe's own `metric_for_best_model` if it names one; else the SPT phase's validation loss (the objective it
+    minimises: a token accuracy can stay flat while the loss falls, and ties would keep the earliest checkpoint),
+    and for finetuning the task metric, accuracy or R²."""
+    training = recipe.training
+    if recipe.chosen_metric:
+        return training.metric_for_best_model, bool(training.greater_is_better)
+    if phase == SPT_PHASE:
+        return "loss", False
+    return ("r2" if problem_type == "regression" else "accuracy"), True
+
+
+def evaluation_cadence(max_steps: int, training: TrainingArguments | None = None) -> dict:
+    """The evaluation, checkpoint and logging interval of a phase whose steps were derived (`--max_steps`,
+    `--total_steps`, presets, tuning budgets): about `EVALUATIONS_PER_PHASE` evaluations, a checkpoint after each.
+    Empty (the recipe's `training` arguments keep theirs) when the steps are the recipe's own `max_steps`, or when
+    its `eval_steps` already give `max_steps` 8 to 12 evaluations (such phases keep their fingerprints)."""
+    if training is not None:
+        by_steps = str(getattr(training.eval_strategy, "value", training.eval_strategy)) == "steps"
+        count = max_steps / training.eval_steps if by_steps and (training.eval_steps or 0) >= 1 else 0
+        if training.max_steps == max_steps or EVALUATION_RANGE[0] <= count <= EVALUATION_RANGE[1]:
+            return {}
+    every = max(1, math.ceil(max_steps / EVALUATIONS_PER_PHASE))
+    return {
+        "eval_strategy": "steps",
+        "save_strategy": "steps",
+        "eval_steps": every,
+        "save_steps": every,
+        "logging_steps": every,
+    }
 
 
 def refuse_packing(reason: str | None) -> None:

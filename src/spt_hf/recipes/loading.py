@@ -355,6 +355,7 @@ def validate_recipe(recipe: Recipe, phase: str | None = None) -> None:
         raise ValueError(f"`spt_fraction` must be in (0, 1), got {budget.spt_fraction}.")
     if budget.total_steps is not None and budget.total_steps < 2:
         raise ValueError(f"`total_steps` must be at least 2 (one step per phase), got {budget.total_steps}.")
+    check_early_stopping(recipe.training)
     if recipe.data.validation_from not in ("train", "test"):
         raise ValueError(f"`validation_from` must be 'train' or 'test', got {recipe.data.validation_from!r}.")
     if recipe.data.generate_data and recipe.data.data_dir is None:
@@ -390,6 +391,23 @@ def validate_recipe(recipe: Recipe, phase: str | None = None) -> None:
         raise ValueError(
             f"A new model needs `model_type` in the recipe (one of {sorted(SPT_MODEL_TYPES)}); to finetune a "
             "checkpoint, pass `--model_name_or_path`."
+        )
+
+
+def check_early_stopping(training: PhaseTrainingArguments) -> None:
+    """`early_stopping_patience` counts evaluations: a positive number, with evaluations during training."""
+    patience = training.early_stopping_patience
+    if patience is None:
+        return
+    if patience < 1:
+        raise ValueError(
+            f"`early_stopping_patience` must be at least 1 evaluation, got {patience}; leave it out (null) to train "
+            "the whole budget."
+        )
+    if str(getattr(training.eval_strategy, "value", training.eval_strategy)) == "no":
+        raise ValueError(
+            "`early_stopping_patience` stops on validation evaluations, but `eval_strategy: no` makes none: set "
+            "eval_strategy: steps (with eval_steps) or epoch."
         )
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..data import get_task_spec
 from ..phases import FINETUNE_PHASE, SPT_PHASE
+from .arguments import evaluation_cadence
 from .loading import RECIPES_DIR, load_recipe, read_recipe_file
 
 PRESETS = ("tiny", "small", "paper")
@@ -51,6 +52,8 @@ TASK_KEYS = {
     "greater_is_better",
 }
 BUDGET_KEYS = ("max_steps", "num_train_epochs", "total_steps", "spt_fraction")
+BUDGETS = ("tied", "equal")  # compare's budget rules (compare/plan.py); a preset's default is the first, `tied`
+DEFAULT_BUDGET = "tied"  # as the demo and the paper's fixed-budget experiment
 
 
 def preset_architectures() -> dict[str, dict]:
@@ -183,8 +186,9 @@ def task_values(spec) -> tuple[dict, dict]:
 
 
 def budget_values(values: dict, max_steps: int | None, num_train_epochs: float | None) -> dict:
-    """`values` with the budget given: `max_steps` optimiser steps per phase (evaluated and saved at most every
-    quarter of them), or `num_train_epochs` epochs (evaluated and saved every epoch); neither keeps the preset's."""
+    """`values` with the budget given: `max_steps` optimiser steps per phase (with the derived evaluation cadence,
+    `evaluation_cadence`), or `num_train_epochs` epochs (evaluated and saved every epoch); neither keeps the
+    preset's."""
     if max_steps is not None and num_train_epochs is not None:
         raise ValueError("Give --max_steps or --num_train_epochs, not both: each sets the whole budget of a phase.")
     if max_steps is None and num_train_epochs is None:
@@ -194,16 +198,31 @@ def budget_values(values: dict, max_steps: int | None, num_train_epochs: float |
         for key in ("eval_steps", "save_steps"):
             values.pop(key, None)
         return {**values, "num_train_epochs": num_train_epochs, "eval_strategy": "epoch", "save_strategy": "epoch"}
-    values["max_steps"] = max_steps
-    if values.get("eval_strategy", "epoch") == "steps":
-        every = max(1, min(values.get("eval_steps") or max_steps, max_steps // 4))
-        values.update(eval_steps=every, save_steps=every)
-        values["logging_steps"] = min(values.get("logging_steps", every), every)
-    return values
+    return {**values, "max_steps": max_steps, **evaluation_cadence(max_steps)}
+
+
+def budget_rule(spt: dict, finetune: dict, budget: str) -> tuple[dict, dict]:
+    """The SPT and finetuning values of one architecture under the comparison's budget rule, the same for every
+    architecture of a preset (spt_hf's and plugins'). `tied`: SPT and finetuning share `total_steps` (a preset that
+    sets none gets the sum of its phases' `max_steps`, split as they are) and the baseline gets all of it; `equal`:
+    each phase its own `max_steps`, `total_steps` removed."""
+    if budget not in BUDGETS:
+        raise ValueError(f"Unknown budget {budget!r}; budgets: {', '.join(BUDGETS)}.")
+    spt = {k: v for k, v in spt.items() if budget == "tied" or k not in ("total_steps", "spt_fraction")}
+    if budget == "equal" or spt.get("total_steps"):
+        return spt, finetune
+    steps = spt.get("max_steps"), finetune.get("max_steps")
+    if not all(isinstance(value, int) for value in steps):
+        raise ValueError(
+            "`--budget tied` shares optimiser steps between SPT and finetuning, but this preset counts epochs: pass "
+            "--max_steps N (steps per phase; the baseline gets both phases' sum), or --budget equal."
+        )
+    total = sum(steps)
+    return {**spt, "total_steps": total, "spt_fraction": steps[0] / total}, finetune
 
 
 def recipes_for_task(task: str, options: dict, architectures: list[str], preset: str, **budget) -> dict[str, dict]:
-    """`{filename: recipe values}` of `sourced_recipes` (`budget`: max_steps, num_train_epochs, name)."""
+    """`{filename: recipe values}` of `sourced_recipes` (`budget`: max_steps, num_train_epochs, name, budget)."""
     return {
         filename: values
         for filename, (values, _) in sourced_recipes(task, options, architectures, preset, **budget).items()
@@ -218,11 +237,13 @@ def sourced_recipes(
     max_steps: int | None = None,
     num_train_epochs: float | None = None,
     name: str | None = None,
+    budget: str | None = None,
 ) -> dict[str, tuple[dict, str]]:
     """`{filename: (recipe values, the shipped recipe they come from)}`: `<name>-<arch>-spt.yaml` and
     `<name>-<arch>-finetune.yaml` for each architecture (the finetuning recipe serves the scratch baseline and the
-    finetuning from SPT alike), checked by `load_recipe` for their phase. `name` (default: the task) names the
-    files, as `spt-hf compare --tasks` does."""
+    finetuning from SPT alike), checked by `load_recipe` for their phase, every architecture under the one budget
+    rule `budget` (`budget_rule`; default `DEFAULT_BUDGET`). `name` (default: the task) names the files, as
+    `spt-hf compare --tasks` does."""
     if not architectures:
         raise ValueError("Name at least one architecture (--architectures s4 transformer ...).")
     if task == "custom" and name and "name" not in options:  # reports name the task as its files and folders do
@@ -233,10 +254,9 @@ def sourced_recipes(
     recipes = {}
     for architecture in dict.fromkeys(architectures):
         spt, finetune, sources = preset_values(architecture, preset, spec)
-        pair = {
-            SPT_PHASE: {**data, **budget_values(spt, max_steps, num_train_epochs), **inputs},
-            FINETUNE_PHASE: {**data, **budget_values(finetune, max_steps, num_train_epochs), **inputs, **head},
-        }
+        spt, finetune = (budget_values(values, max_steps, num_train_epochs) for values in (spt, finetune))
+        spt, finetune = budget_rule(spt, finetune, budget or DEFAULT_BUDGET)
+        pair = {SPT_PHASE: {**data, **spt, **inputs}, FINETUNE_PHASE: {**data, **finetune, **inputs, **head}}
         for (phase, values), source in zip(pair.items(), sources, strict=True):
             filename = f"{name or task}-{architecture}-{phase}.yaml"
             try:
@@ -284,16 +304,17 @@ def task_file_recipes(
     preset: str | None = None,
     max_steps: int | None = None,
     num_train_epochs: float | None = None,
+    budget: str | None = None,
 ) -> tuple[dict[str, tuple[dict, str]], str]:
-    """The `sourced_recipes` of a task file (`recipes/task_file.py`), named after the file (`name`), and the line
-    their headers start with."""
+    """The `sourced_recipes` of a task file (`recipes/task_file.py`), named after the file (`name`), under the
+    budget rule `budget`, and the line their headers start with."""
     from .task_file import read_task_file
 
     path = Path(task_config).expanduser().resolve()  # so that the recipes' data paths hold from any folder
     task, options = read_task_file(path)
     preset = preset or DEFAULT_PRESET
     name = task_file_name(path)
-    recipes = sourced_recipes(task, options, architectures, preset, max_steps, num_train_epochs, name=name)
+    recipes = sourced_recipes(task, options, architectures, preset, max_steps, num_train_epochs, name, budget)
     return recipes, f"Written by spt-hf from the task file {path} (preset {preset})"
 
 
@@ -304,14 +325,20 @@ def task_file_name(path: Path) -> str:
 
 
 def compare_task_recipes(
-    task_config: str, architectures: list[str], preset: str | None, output_dir: str | Path, overrides: dict
+    task_config: str,
+    architectures: list[str],
+    preset: str | None,
+    output_dir: str | Path,
+    overrides: dict,
+    budget: str | None = None,
 ) -> tuple[str, Path, dict]:
     """`spt-hf compare --task_config`: the task file's recipes written into `<output_dir>/recipes` (the same command
-    writes the same files, so a comparison resumes), with the budget keys of `overrides` (`max_steps`,
-    `num_train_epochs`) written into them. Returns the task's name, the recipes folder and the other overrides."""
-    budget = {key: overrides[key] for key in ("max_steps", "num_train_epochs") if key in overrides}
-    rest = {key: value for key, value in overrides.items() if key not in budget}
-    recipes, origin = task_file_recipes(task_config, architectures, preset, **budget)
+    writes the same files, so a comparison resumes), under compare's budget rule `budget` (default `tied`), with
+    the budget keys of `overrides` (`max_steps`, `num_train_epochs`) written into them. Returns the task's name, the
+    recipes folder and the other overrides."""
+    steps = {key: overrides[key] for key in ("max_steps", "num_train_epochs") if key in overrides}
+    rest = {key: value for key, value in overrides.items() if key not in steps}
+    recipes, origin = task_file_recipes(task_config, architectures, preset, **steps, budget=budget)
     name = task_file_name(Path(task_config))
     folder = Path(output_dir) / "recipes"
     fix = (

@@ -37,6 +37,7 @@ from .tuning import find_study, read_tuning, search_cost, tuned_keys, tuned_labe
 SSM_TYPES = ("spt_s4", "spt_dlr")
 TRANSFORMER_TYPE = "spt_rotary_transformer"
 UNEQUAL_MARK = "†"  # a gap between runs trained on different budgets (steps): architecture and budget confounded
+EARLY_EXPORT_MARK = "°"  # SPT steps of runs whose SPT phase exported an earlier checkpoint than its last step's
 
 # ----------------------------------------------------------------------------------------------------------------
 # Tables
@@ -58,7 +59,8 @@ def _budget(runs: list[Run], spt: bool) -> str:
     text = "/".join(map(str, steps))
     if spt:
         spt_steps = sorted({r.spt_steps for r in runs})
-        text = f"{'/'.join(map(str, spt_steps))} + {text}"
+        mark = EARLY_EXPORT_MARK if any(r.spt_exported is not None for r in runs) else ""
+        text = f"{'/'.join(map(str, spt_steps))}{mark} + {text}"
     return text
 
 
@@ -272,6 +274,7 @@ def write_per_seed(rows: list[Row], out: Path) -> list[Path]:
             "validation",
             "steps",
             "spt_steps",
+            "spt_exported",
             "flops",
             "wall_s",
             "path",
@@ -287,8 +290,10 @@ SIGNIFICANCE_NOTE = (
     "validation and test splits are the same for every seed), over the seeds both sides have. 95% CI: the t-interval "
     "of the mean paired difference; p (paired t): the two-sided paired t-test; p (sign-flip): the exact two-sided "
     f"sign-flip permutation test (it cannot go below 2/2^n). `*`: p (paired t) < {ALPHA}. Below {MIN_PAIRS} pairs: "
-    "n too small. Cost: optimiser steps · training FLOPs (one real step counted, times the steps) · wall time of "
-    "each side, mean over its runs; SPT + finetune sums both phases."
+    "n too small. Cost: optimiser steps used (fewer than the budget when early stopping stopped a phase) · training "
+    "FLOPs (one real step counted, times the steps) · wall time of each side, mean over its runs; SPT + finetune sums "
+    f"both phases. `{EARLY_EXPORT_MARK}` after the SPT steps: an SPT phase exported the checkpoint of an earlier step "
+    "(its lowest validation loss), not its last (runs.csv: spt_exported)."
 )
 
 

@@ -41,6 +41,7 @@ class Run:
     path: str
     curve: list[tuple[int, float]] = field(default_factory=list)
     flops: float | None = None  # the phase's training FLOPs (results.json `compute`); SPT side: SPT + finetuning
+    spt_exported: int | None = None  # the step of the SPT checkpoint finetuning started from, when not SPT's last
     wall_s: float | None = None  # the phase's wall time; SPT side: SPT + finetuning
 
 
@@ -139,6 +140,23 @@ def _spt_results(result: dict) -> dict | None:
     return json.loads(path.read_text()) if source and path.is_file() else None
 
 
+def exported_step(result: dict) -> int:
+    """The step of the model a phase exported: its `exported_step`, or for results from before that entry the best
+    step when it selected the best checkpoint, else its last."""
+    metrics, steps = result.get("metrics") or {}, result["budget"]["steps"]
+    if metrics.get("exported_step") is not None:
+        return metrics["exported_step"]
+    return (metrics.get("best_step") or steps) if metrics.get("selected") == "best" else steps
+
+
+def exported_before_last(result: dict | None) -> int | None:
+    """The exported step of a phase whose exported model is not its last step's (None otherwise, or no phase)."""
+    if result is None:
+        return None
+    step = exported_step(result)
+    return step if step != result["budget"]["steps"] else None
+
+
 def _summed(result: dict, spt: dict | None, value) -> float | None:
     """A cost of the phase, plus its SPT phase's when it started from one; None when a phase did not record it."""
     values = [value(r) for r in (result, spt) if r is not None]
@@ -170,6 +188,7 @@ def comparison_rows(results: list[dict], tuned: set[str] | frozenset = frozenset
             validation=validation,
             steps=result["budget"]["steps"],
             spt_steps=spt["budget"]["steps"] if spt else 0,
+            spt_exported=exported_before_last(spt),
             path=str(Path(result["_path"]).parent),
             curve=learning_curve(result, f"eval_{name}"),
             flops=_summed(result, spt, lambda r: (r.get("compute") or {}).get("flops")),

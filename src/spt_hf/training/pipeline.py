@@ -45,13 +45,22 @@ from ..data.spec import TaskSpec
 from ..hub import ensure_push_credentials, push_phase
 from ..phases import BASELINE_PHASE, FINETUNE_PHASE, SPT_PHASE, start_kind
 from ..preprocessing import processing_class, write_task_card
-from ..recipes.arguments import PHASE_FIELDS, Recipe, refuse_packing, spt_bidirectional
+from ..recipes.arguments import (
+    PHASE_FIELDS,
+    Recipe,
+    evaluation_cadence,
+    refuse_packing,
+    selection_metric,
+    spt_bidirectional,
+)
 from ..recipes.loading import validate_recipe
 from .results import phase_results, write_results
 from .run_folder import PhaseState, in_phase_dir, latest_complete_checkpoint, open_phase
 from .task_data import TaskData, load_task_data
 from .trainer import (
+    PhaseEarlyStopping,
     PhaseTrainer,
+    ResumedBestByMetric,
     causal_accuracy_metrics,
     classification_metrics,
     masked_accuracy_metrics,
@@ -144,15 +153,11 @@ def _pretrain(recipe: Recipe, fingerprint: dict, callbacks: list | None) -> dict
         train_set = IndexedExamples(train_set)
         evaluation = {name: IndexedExamples(split, epoch=-1) for name, split in evaluation.items()}
     tokens = task.spec.input_kind == "tokens"
-    if tokens and bidirectional:
-        metrics, best = masked_accuracy_metrics(), "masked_accuracy"
-    elif tokens:
-        metrics, best = causal_accuracy_metrics(), "next_token_accuracy"
-    else:
-        metrics, best = None, "loss"  # masked L1 loss = masked MAE on normalised values
+    # token accuracies are recorded in the learning curve; the checkpoint is chosen by the loss (`selection_metric`)
+    metrics = (masked_accuracy_metrics() if bidirectional else causal_accuracy_metrics()) if tokens else None
     trainer = PhaseTrainer(
         model=model,
-        args=_phase_arguments(recipe, best, greater_is_better=tokens),
+        args=_phase_arguments(recipe, SPT_PHASE),
         train_dataset=train_set,
         eval_dataset=evaluation["validation"],
         data_collator=collator,
@@ -198,12 +203,10 @@ def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict
     set_seed(recipe.training.seed)
     task = load_task_data(recipe)
     model, init = phase_model(recipe, phase, task, folder)
-    greater = task.spec.problem_type != "regression"
-    best = "accuracy" if greater else "r2"
     trial = trial_callbacks(recipe.training.output_dir, phase)  # a `compare --tune` trial reports to its study
     trainer = PhaseTrainer(
         model=model,
-        args=_phase_arguments(recipe, best, greater_is_better=True),
+        args=_phase_arguments(recipe, phase, task.spec.problem_type),
         train_dataset=task.splits["train"],
         eval_dataset=task.splits["validation"],
         data_collator=phase_collator(recipe, phase, task.spec),
@@ -318,13 +321,12 @@ def _announce(phase: str, trainer: PhaseTrainer, what: str) -> None:
     print(f"spt_hf: {phase} on {where}: {what}", flush=True)
 
 
-def _phase_arguments(recipe: Recipe, metric: str, greater_is_better: bool):
-    """The recipe's TrainingArguments with the phase's model-selection metric (unless the recipe chose one). The
-    Trainer does not reload the best checkpoint itself: the phase evaluates the final model first, then the best
+def _phase_arguments(recipe: Recipe, phase: str, problem_type: str = "single_label_classification"):
+    """The recipe's TrainingArguments with the phase's model-selection metric (`selection_metric`). The Trainer does
+    not reload the best checkpoint itself: the phase evaluates the final model first, then the best
     (`_train_and_evaluate`), and records both."""
-    changes = {"load_best_model_at_end": False}
-    if not recipe.chosen_metric:
-        changes.update(metric_for_best_model=metric, greater_is_better=greater_is_better)
+    metric, greater = selection_metric(recipe, phase, problem_type)
+    changes = {"load_best_model_at_end": False, "metric_for_best_model": metric, "greater_is_better": greater}
     return dataclasses.replace(recipe.training, **changes)
 
 
@@ -333,11 +335,7 @@ def _train_and_evaluate(trainer: PhaseTrainer, recipe, task: TaskData, phase: st
     the best checkpoint (`load_best_model_at_end`), the best one, on `evaluation` ("validation", "test"); export the
     selected model. The learning curve is kept as trained: these evaluations are recorded apart from it."""
     output_dir = recipe.training.output_dir
-    resume = latest_complete_checkpoint(output_dir)
-    if resume:
-        _check_resumed_form(trainer.model, resume)
-        print(f"spt_hf: resuming {phase} from {resume}", flush=True)
-    train_output = trainer.train(resume_from_checkpoint=resume)
+    train_output, stopped = _train(trainer, recipe, phase)
     curve = list(trainer.state.log_history)
 
     def evaluate() -> dict:
@@ -357,9 +355,36 @@ def _train_and_evaluate(trainer: PhaseTrainer, recipe, task: TaskData, phase: st
         evaluations["selected"] = "best"
     export_model(trainer, output_dir, task.spec)
     wall = time.perf_counter() - start
-    results = phase_results(phase, recipe, task, trainer, train_output, evaluations, curve, wall)
+    results = phase_results(phase, recipe, task, trainer, train_output, evaluations, curve, wall, stopped)
     results["compute"] = phase_compute(trainer)  # FLOPs of one real step x steps; not part of the wall time
     return results
+
+
+def _train(trainer: PhaseTrainer, recipe: Recipe, phase: str):
+    """`trainer.train`, resuming from the newest complete checkpoint (its best chosen again by the phase's metric),
+    stopped early after `early_stopping_patience` evaluations without improvement. Returns the train output and the
+    step early stopping stopped at (None: it ran its budget)."""
+    resume = latest_complete_checkpoint(recipe.training.output_dir)
+    if resume:
+        _check_resumed_form(trainer.model, resume)
+        print(f"spt_hf: resuming {phase} from {resume}", flush=True)
+        trainer.add_callback(ResumedBestByMetric())
+    patience = recipe.training.early_stopping_patience
+    if patience is None:
+        return trainer.train(resume_from_checkpoint=resume), None
+    stopper = PhaseEarlyStopping(patience)
+    trainer.add_callback(stopper)
+    try:
+        output = trainer.train(resume_from_checkpoint=resume)
+    finally:
+        trainer.remove_callback(stopper)  # the phase's final evaluations (validation and test) decide nothing
+    if stopper.stopped_at is not None:
+        print(
+            f"spt_hf: {phase} stopped early at step {stopper.stopped_at} of {trainer.state.max_steps}: "
+            f"{patience} evaluations without improvement of {trainer.args.metric_for_best_model}.",
+            flush=True,
+        )
+    return output, stopper.stopped_at
 
 
 def _check_resumed_form(model, checkpoint: str) -> None:
@@ -470,11 +495,12 @@ def refuse_ignored_max_steps(spt_recipe: Recipe, overrides: dict) -> None:
 
 
 def with_phase(recipe: Recipe, output_dir: Path, max_steps: int | None, model_name_or_path=...) -> Recipe:
-    """A copy of `recipe` for the run folder `output_dir`, with a step budget and (optionally) a starting model."""
+    """A copy of `recipe` for the run folder `output_dir`, with a step budget (and the evaluation cadence derived
+    with it, `evaluation_cadence`) and (optionally) a starting model."""
     training = recipe.training
     changes = {"output_dir": str(output_dir)}
     if max_steps is not None:
-        changes["max_steps"] = max_steps
+        changes.update(max_steps=max_steps, **evaluation_cadence(max_steps, training))
     model = recipe.model
     if model_name_or_path is not ...:
         model = dataclasses.replace(model, model_name_or_path=model_name_or_path)

@@ -31,9 +31,13 @@ def write_results(output_dir: str | Path, results: dict) -> Path:
     return path
 
 
-def phase_results(phase, recipe, task, trainer, train_output, evaluations: dict, curve: list, wall_time) -> dict:
-    """Everything a phase records: the resolved recipe, code version, the data actually used, the budget, the
-    selected and the final model's metrics, and the learning curve as trained.
+def phase_results(
+    phase, recipe, task, trainer, train_output, evaluations: dict, curve: list, wall_time, stopped_at=None
+) -> dict:
+    """Everything a phase records: the resolved recipe, code version, the data actually used, the budget (steps
+    used, the cap, early stopping's patience and the step it stopped at, `stopped_at`), the selected and the final
+    model's metrics with the metric that selected it (its direction, the exported step), and the learning curve as
+    trained.
 
     `evaluations` holds {"selected": "best" | "final", "best": {...}, "final": {...}}, each {"validation", "test"}.
     """
@@ -43,6 +47,7 @@ def phase_results(phase, recipe, task, trainer, train_output, evaluations: dict,
     if task.data_dir is not None and not task.generated:
         resolved["data"]["generate_data"] = {}  # data_dir replaced the recipe's generate_data block
     selected = evaluations[evaluations["selected"]]
+    exported = state.best_global_step if evaluations["selected"] == "best" else state.global_step
     return {
         "phase": phase,
         "task": recipe.data.task,
@@ -55,6 +60,9 @@ def phase_results(phase, recipe, task, trainer, train_output, evaluations: dict,
         "data": {"data_dir": task.data_dir, "generated": task.generated, "split_sizes": task.split_sizes()},
         "budget": {
             "steps": state.global_step,
+            "max_steps": state.max_steps,
+            "early_stopping_patience": recipe.training.early_stopping_patience,
+            "stopped_early_at": stopped_at,
             "epochs": state.epoch,
             "per_device_batch_size": args.per_device_train_batch_size,
             "processes": world,
@@ -65,7 +73,9 @@ def phase_results(phase, recipe, task, trainer, train_output, evaluations: dict,
         },
         "metrics": {
             "metric_for_best_model": args.metric_for_best_model,
+            "greater_is_better": args.greater_is_better,
             "selected": evaluations["selected"],
+            "exported_step": exported,
             "best_metric": state.best_metric,
             "best_checkpoint": state.best_model_checkpoint,
             "best_step": state.best_global_step,

@@ -19,6 +19,7 @@ from ..data import (
     get_task_spec,
     load_task,
 )
+from ..data.custom.splits import validation_warnings
 from ..recipes.arguments import Recipe
 
 
@@ -88,7 +89,19 @@ def load_task_data(recipe: Recipe) -> TaskData:
         with backbone_checkpoint(tokenizer_source):
             tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
         splits, spec = retokenize_task(splits, spec, tokenizer, name=tokenizer_source)
+    for line in validation_report(spec, splits):
+        print(f"spt_hf: warning: {line}", flush=True)
     return TaskData(spec, splits, data_dir, generated)
+
+
+def validation_report(spec: TaskSpec, splits: datasets.DatasetDict) -> list[str]:
+    """`validation_warnings` of a phase's splits: too few validation examples, or classes of train it lacks."""
+    if "validation" not in splits:
+        return []
+    validation = splits["validation"]
+    labelled = spec.problem_type != "regression" and "label" in validation.column_names
+    labels = [splits["train"]["label"], validation["label"]] if labelled else []
+    return validation_warnings(len(validation), *labels)
 
 
 def backbone_tokenizer_source(recipe: Recipe) -> str | None:

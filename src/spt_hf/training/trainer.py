@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import EvalPrediction, Trainer, TrainerCallback
+from transformers import EarlyStoppingCallback, EvalPrediction, Trainer, TrainerCallback
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
@@ -63,6 +63,48 @@ class SaveOnSignal(TrainerCallback):
             control.should_save = True
             control.should_training_stop = True
         return control
+
+
+class PhaseEarlyStopping(EarlyStoppingCallback):
+    """transformers' `EarlyStoppingCallback` on the phase's model-selection metric (`selection_metric`), remembering
+    the step it stopped at (`stopped_at`). The phase reloads the best checkpoint itself (`_train_and_evaluate`), so
+    the Trainer's `load_best_model_at_end` stays off without transformers' warning about it. Its counter is saved in
+    every checkpoint: a resumed phase counts on."""
+
+    def __init__(self, early_stopping_patience: int):
+        super().__init__(early_stopping_patience=early_stopping_patience)
+        self.stopped_at: int | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if args.metric_for_best_model is None:
+            raise ValueError("early stopping needs the phase's `metric_for_best_model`; none is set.")
+
+    def on_evaluate(self, args, state, control, metrics, **kwargs):
+        super().on_evaluate(args, state, control, metrics, **kwargs)
+        if control.should_training_stop and self.early_stopping_patience_counter >= self.early_stopping_patience:
+            self.stopped_at = state.global_step
+
+
+class ResumedBestByMetric(TrainerCallback):
+    """A resumed phase's best checkpoint by the phase's own metric. A checkpoint written while another metric chose
+    the best (SPT chose by token accuracy before it chose by loss) records that metric's best value; comparing a loss
+    with it would keep the old choice for ever. The best is chosen again from the resumed learning curve, among the
+    checkpoints still on disk (ties: the earliest, as the Trainer keeps)."""
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        name = args.metric_for_best_model
+        key = name if name.startswith("eval_") else f"eval_{name}"
+        evaluated = {entry["step"]: entry[key] for entry in state.log_history if key in entry}
+        if state.best_metric is None or evaluated.get(state.best_global_step) == state.best_metric:
+            return
+        folders = {step: Path(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{step}") for step in evaluated}
+        kept = {step: value for step, value in evaluated.items() if folders[step].is_dir()}
+        if not kept:
+            state.best_metric = state.best_global_step = state.best_model_checkpoint = None
+            return
+        sign = -1 if args.greater_is_better else 1
+        step = min(kept, key=lambda s: (sign * kept[s], s))
+        state.best_metric, state.best_global_step, state.best_model_checkpoint = kept[step], step, str(folders[step])
 
 
 def agreed_max(received: int | None, device) -> int | None:

@@ -116,3 +116,34 @@ def carve(
     is_carved[np.concatenate(carved_units)] = True
     carved_rows = is_carved[unit_of]
     return np.flatnonzero(~carved_rows), np.flatnonzero(carved_rows)
+
+
+MIN_VALIDATION_EXAMPLES = 20  # fewer validation examples than this choose checkpoints (and stop training) on noise
+VALIDATION_FIX = (
+    "raise `validation_size` in the task file (a fraction of train, or a count), or set `validation_from: test` "
+    "(LRA's convention: the test split chooses checkpoints)"
+)
+
+
+def validation_warnings(
+    validation_size: int, train_labels: list | None = None, validation_labels: list | None = None
+) -> list[str]:
+    """What makes a validation split untrustworthy for choosing checkpoints and stopping early: fewer than
+    `MIN_VALIDATION_EXAMPLES` examples, or classes of train (`train_labels`, one label per example; None for
+    regression) that it lacks. One line each, naming the fix; an empty list when there is nothing to say."""
+    warnings = []
+    if validation_size < MIN_VALIDATION_EXAMPLES:
+        warnings.append(
+            f"the validation split holds {validation_size} examples (fewer than {MIN_VALIDATION_EXAMPLES}): the "
+            f"checkpoint it selects and the early stopping it drives follow noise; {VALIDATION_FIX}."
+        )
+    if train_labels is not None and validation_labels is not None:
+        missing = sorted(set(train_labels) - set(validation_labels), key=str)
+        if missing:
+            shown = ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
+            classes = len(set(train_labels))
+            warnings.append(
+                f"the validation split misses {len(missing)} of the {classes} classes of train ({shown}): its "
+                f"accuracy cannot see them; {VALIDATION_FIX}."
+            )
+    return warnings
