@@ -243,3 +243,15 @@ def test_the_search_options_leave_the_comparison_keys_and_without_tune_there_is_
     assert TuneSpec.from_options({"tune_trials": 5}) is None
     with pytest.raises(ValueError, match=r"^`tune`=True; give a spt_hf.tuning.TuneSpec"):
         CompareSpec(tasks=["digits"], architectures=["dlr"], tune=True)
+
+
+def test_a_trial_budget_derives_its_evaluation_cadence_and_keeps_the_one_the_user_set(tmp_path):
+    """`--tune_max_steps 40`: about ten evaluations a trial (the seeded phases' rule), unless `--eval_steps` was given."""
+    from spt_hf.compare.tune import budget
+
+    derived = budget(spec(tmp_path, tune_max_steps=40, overrides={}))
+    assert derived["max_steps"] == 40 and derived["total_steps"] is None
+    assert derived["eval_steps"] == derived["save_steps"] == 4 and derived["eval_strategy"] == "steps"
+    given = budget(spec(tmp_path, tune_max_steps=40, overrides={"eval_steps": 10}))
+    assert "eval_steps" not in given and given["save_steps"] == 4
+    assert budget(spec(tmp_path, overrides={})) == {}

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..checkpoints import write_json_atomic
 from ..phases import SPT_PHASE
+from ..recipes.arguments import evaluation_cadence
 from ..report.rows import architecture_name, test_metric
 from ..training.results import RESULTS_FILE
 from ..tuning import (
@@ -95,8 +96,16 @@ def searches(spec, jobs: list[PhaseJob]) -> list[Search]:
 
 
 def budget(spec) -> dict:
-    """The trials' step budget: `--tune_max_steps` (instead of the recipe's steps), or the seeded phases' own."""
-    return {} if spec.tune.max_steps is None else {"max_steps": spec.tune.max_steps, "total_steps": None}
+    """The trials' step budget: `--tune_max_steps` (instead of the recipe's steps) with the evaluation cadence derived
+    from it (the keys the comparison's own options set are kept), or the seeded phases' own."""
+    if spec.tune.max_steps is None:
+        return {}
+    cadence = evaluation_cadence(spec.tune.max_steps)
+    return {
+        "max_steps": spec.tune.max_steps,
+        "total_steps": None,
+        **{key: value for key, value in cadence.items() if key not in spec.overrides},
+    }
 
 
 def trial_jobs(search: Search, number: int, params: dict, root: Path) -> list[PhaseJob]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-from ..phases import FINETUNING_PHASES, PHASE_COMMANDS, SPT_PHASE
+from ..phases import BASELINE_PHASE, FINETUNING_PHASES, PHASE_COMMANDS, SPT_PHASE
 from .arguments import (
     ARGUMENT_CLASSES,
     OBJECTIVES,
@@ -246,13 +246,13 @@ def check_phase_of_file(path: Path, values: dict, phase: str | None) -> None:
         return
     is_finetune_file = path.stem.endswith("-finetune")
     is_spt_file = path.stem.endswith("-spt") or any(key in values for key in SPT_ONLY_KEYS)
-    if phase == "spt" and is_finetune_file:
+    if phase == SPT_PHASE and is_finetune_file:
         sibling = path.with_name(path.name.replace("-finetune", "-spt"))
         raise ValueError(
             f"{recipe_name(path)} is a finetuning recipe (its name ends in -finetune.yaml): run it with "
             f"`spt-hf finetune`, or self-pretrain with its sibling {sibling.name}."
         )
-    if phase != "spt" and is_spt_file:
+    if phase != SPT_PHASE and is_spt_file:
         keys = [key for key in SPT_ONLY_KEYS if key in values]
         reason = "its name ends in -spt.yaml" if path.stem.endswith("-spt") else f"it sets SPT-only keys {keys}"
         sibling = path.with_name(path.name.replace("-spt", "-finetune"))
@@ -323,11 +323,10 @@ def model_config_fields(values: dict) -> set[str]:
     model_type = values.get("model_type")
     if model_type is None:
         return set()
-    import spt_hf  # noqa: F401  (registers the spt_hf model types)
+    from ..registry import ENTRY_POINT_GROUP, find_architecture, installed_plugins, register_auto_classes
 
+    register_auto_classes()  # spt_hf's model types (here, not at the top: `spt-hf --help` imports no torch)
     if model_type not in CONFIG_MAPPING:
-        from ..registry import ENTRY_POINT_GROUP, find_architecture, installed_plugins
-
         try:
             find_architecture(model_type)  # an installed plugin's, loaded here
         except ValueError:
@@ -365,7 +364,7 @@ def validate_recipe(recipe: Recipe, phase: str | None = None) -> None:
             raise ValueError(
                 f"`generate_data` works for {list(GENERATED_TASKS)}, not {recipe.data.task!r}; set `data_dir`."
             )
-    if phase == "spt":
+    if phase == SPT_PHASE:
         bidirectional = spt_bidirectional(recipe)
         if recipe.model_config.get("bidirectional", bidirectional) != bidirectional:
             raise ValueError(
@@ -378,16 +377,16 @@ def validate_recipe(recipe: Recipe, phase: str | None = None) -> None:
                 "The SPT phase trains a new model from `model_type` and its config fields; `model_name_or_path` is "
                 "for finetuning (`spt-hf finetune`). Remove it from the SPT recipe."
             )
-    if recipe.spt.packed_sequences and phase in ("finetune", "scratch"):
+    if recipe.spt.packed_sequences and phase in FINETUNING_PHASES:
         raise ValueError(
             "`packed_sequences: true` is for the SPT phase: a classifier pools each row into one prediction "
             "(`pooling`), so the sequences of a packed row would be pooled together; set packed_sequences: false for "
             "finetuning."
         )
-    if recipe.spt.packed_sequences and phase == "spt":
+    if recipe.spt.packed_sequences and phase == SPT_PHASE:
         refuse_unpackable_recipe(recipe)
     check_label_names(recipe, phase)
-    if phase in ("spt", "scratch") and recipe.model.model_type is None:
+    if phase in (SPT_PHASE, BASELINE_PHASE) and recipe.model.model_type is None:
         raise ValueError(
             f"A new model needs `model_type` in the recipe (one of {sorted(SPT_MODEL_TYPES)}); to finetune a "
             "checkpoint, pass `--model_name_or_path`."

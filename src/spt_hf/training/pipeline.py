@@ -93,7 +93,7 @@ def phase_collator(recipe: Recipe, phase: str, spec: TaskSpec, exact_lengths: bo
     with it too, with `exact_lengths` (padded to the longest example only: it measures at the lengths it chose)."""
     # a handful of padded lengths: few compiled graphs and FFT plans
     multiple = None if exact_lengths else recipe.data.pad_to_multiple_of
-    if phase != "spt":
+    if phase != SPT_PHASE:
         return (RetrievalCollator if spec.paired else ClassificationCollator)(spec, pad_to_multiple_of=multiple)
     spt, seed = recipe.spt, recipe.training.seed
     if spt_bidirectional(recipe):
@@ -141,13 +141,13 @@ def _pretrain(recipe: Recipe, fingerprint: dict, callbacks: list | None) -> dict
     set_seed(recipe.training.seed)
     task = load_task_data(recipe)
     bidirectional = spt_bidirectional(recipe)
-    model, _ = phase_model(recipe, "spt", task)
+    model, _ = phase_model(recipe, SPT_PHASE, task)
     if recipe.spt.packed_sequences:
         refuse_unpackable_model(model)
     train_set = pretraining_dataset(task.splits, task.spec)
     columns = train_set.column_names
     evaluation = {name: task.splits[name].select_columns(columns) for name in ("validation", "test")}
-    collator = phase_collator(recipe, "spt", task.spec)
+    collator = phase_collator(recipe, SPT_PHASE, task.spec)
     if bidirectional:  # indexed examples: masks as a pure function of (seed, epoch, example)
         _refuse_persistent_workers(recipe)
         train_set = IndexedExamples(train_set)
@@ -166,9 +166,9 @@ def _pretrain(recipe: Recipe, fingerprint: dict, callbacks: list | None) -> dict
         preprocess_logits_for_metrics=token_argmax if tokens else None,
         callbacks=callbacks,
     )
-    _announce("spt", trainer, f"{len(train_set)} SPT examples")
+    _announce(SPT_PHASE, trainer, f"{len(train_set)} SPT examples")
     data_fingerprint = fingerprint_info(pretraining_dataset(task.splits, task.spec))
-    results = _train_and_evaluate(trainer, recipe, task, "spt", start, evaluation)
+    results = _train_and_evaluate(trainer, recipe, task, SPT_PHASE, start, evaluation)
     results["recipe_fingerprint"] = fingerprint
     if trainer.is_world_process_zero():
         output_dir = recipe.training.output_dir
@@ -176,7 +176,7 @@ def _pretrain(recipe: Recipe, fingerprint: dict, callbacks: list | None) -> dict
         results["data"]["pretraining_fingerprint"] = data_fingerprint.to_dict()
         _write_phase_results(output_dir, results)
         push_phase(recipe.training)
-        _summary("spt", results)  # once, by the main process (every process of a launch gets here)
+        _summary(SPT_PHASE, results)  # once, by the main process (every process of a launch gets here)
     return results
 
 

@@ -313,12 +313,11 @@ def token_argmax(logits, labels):
 
 def masked_accuracy_metrics() -> Callable[[EvalPrediction], dict]:
     """Accuracy of the predicted tokens at the masked positions (labels != -100)."""
-    accuracy = load_metric("accuracy")
 
     def compute(prediction: EvalPrediction) -> dict:
         predictions, labels = np.asarray(prediction.predictions), np.asarray(prediction.label_ids)
         keep = labels != IGNORE_INDEX
-        result = accuracy.compute(predictions=predictions[keep], references=labels[keep])
+        result = load_metric("accuracy").compute(predictions=predictions[keep], references=labels[keep])
         return {"masked_accuracy": result["accuracy"]}
 
     return compute
@@ -326,13 +325,12 @@ def masked_accuracy_metrics() -> Callable[[EvalPrediction], dict]:
 
 def causal_accuracy_metrics() -> Callable[[EvalPrediction], dict]:
     """Next-token accuracy: the prediction at t is scored against the label at t + 1."""
-    accuracy = load_metric("accuracy")
 
     def compute(prediction: EvalPrediction) -> dict:
         predictions = np.asarray(prediction.predictions)[:, :-1]
         labels = np.asarray(prediction.label_ids)[:, 1:]
         keep = labels != IGNORE_INDEX
-        result = accuracy.compute(predictions=predictions[keep], references=labels[keep])
+        result = load_metric("accuracy").compute(predictions=predictions[keep], references=labels[keep])
         return {"next_token_accuracy": result["accuracy"]}
 
     return compute
@@ -341,18 +339,18 @@ def causal_accuracy_metrics() -> Callable[[EvalPrediction], dict]:
 def classification_metrics(problem_type: str) -> Callable[[EvalPrediction], dict]:
     """Accuracy for classification, R² and MSE for regression (shipped `evaluate` modules)."""
     if problem_type == "regression":
-        r2 = load_metric("r2")
 
         def compute(prediction: EvalPrediction) -> dict:
             predictions = np.asarray(_first(prediction.predictions), dtype=np.float32).reshape(-1)
-            return r2.compute(predictions=predictions, references=np.asarray(prediction.label_ids).reshape(-1))
+            return load_metric("r2").compute(
+                predictions=predictions, references=np.asarray(prediction.label_ids).reshape(-1)
+            )
 
         return compute
-    accuracy = load_metric("accuracy")
 
     def compute(prediction: EvalPrediction) -> dict:
         predictions = np.asarray(_first(prediction.predictions)).argmax(-1)
-        return accuracy.compute(predictions=predictions, references=np.asarray(prediction.label_ids))
+        return load_metric("accuracy").compute(predictions=predictions, references=np.asarray(prediction.label_ids))
 
     return compute
 
