@@ -246,7 +246,7 @@ def test_the_search_options_leave_the_comparison_keys_and_without_tune_there_is_
 
 
 def test_a_trial_budget_derives_its_evaluation_cadence_and_keeps_the_one_the_user_set(tmp_path):
-    """`--tune_max_steps 40`: about ten evaluations a trial (the seeded phases' rule), unless `--eval_steps` was given."""
+    """`--tune_max_steps 40`: about ten evaluations a trial (the seeded phases' rule) unless `--eval_steps` is set."""
     from spt_hf.compare.tune import budget
 
     derived = budget(spec(tmp_path, tune_max_steps=40, overrides={}))
