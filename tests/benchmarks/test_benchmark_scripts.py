@@ -273,9 +273,10 @@ def test_bench_packing_times_packed_against_padded_steps():
     assert row["first_loss_diff"] < 1e-4  # same weights, same examples: the same loss
 
 
-def test_bench_cli_times_the_commands_against_the_torch_import():
+def test_bench_cli_times_the_commands_against_the_torch_and_transformers_import():
     rows = run_script("bench_cli.py", "--runs", "1")
     by_command = {row["command"]: row for row in rows}
-    assert {"spt-hf --help", "spt-hf compare --help", "python -c 'import torch'"} <= set(by_command)
-    assert by_command["python -c 'import torch'"]["over_torch_import"] == 1.0
+    reference = "python -c 'import torch, transformers'"
+    assert {"spt-hf --help", "spt-hf compare --help", "python -c 'import spt_hf'", reference} <= set(by_command)
+    assert by_command[reference]["over_reference"] == 1.0
     assert all(row["median_s"] > 0 and len(row["runs_s"]) == 1 for row in rows)
