@@ -74,7 +74,12 @@ def write_task_files(output_dir: Path) -> list[Path]:
         data_dir = aeon_data() / name
         if not data_dir.is_dir():
             raise SystemExit(f"{data_dir} is missing: pip install --no-deps aeon==1.6.0")
-        text = f"task: custom\ntask_options:\n  data_dir: {data_dir}\n  validation_size: {UCR_VALIDATION_SIZE}\n"
+        files_of = {split: data_dir / f"{name}_{split.upper()}.ts" for split in ("train", "test")}  # (not `_eq`)
+        text = (
+            f"task: custom\ntask_options:\n  data_files:\n"
+            f"    train: {files_of['train']}\n    test: {files_of['test']}\n"
+            f"  validation_size: {UCR_VALIDATION_SIZE}\n"
+        )
         files.append(folder / f"{name}.yaml")
         files[-1].write_text(text)
     csv_path = write_fortunes(output_dir / "data")
