@@ -125,3 +125,18 @@ def test_one_compare_of_two_task_files_writes_the_across_task_numbers_of_its_run
     assert got["wilcoxon_p"] == pytest.approx(expected_p)
     assert aggregate["ranks"]["tasks"] == ["alpha", "beta"] and (out / "critical_difference.png").is_file()
     assert "## Across tasks" in (out / "report.md").read_text()
+
+
+def test_a_mistake_in_the_last_task_file_leaves_no_recipe_of_the_first(task_files, tmp_path, capsys):
+    """Every task file is read before any recipe is written: the dry run that fails on the second file leaves no
+    `recipes/` folder, so correcting the file and running again is not refused as 'recipes differ'."""
+    broken = tmp_path / "gamma.yaml"
+    broken.write_text("task: custom\ntask_options: {data_files: missing.csv}\n")
+    out = tmp_path / "cmp"
+    argv = ["compare", "--task_config", str(task_files[0]), str(broken), "--architectures", "transformer"]
+    argv += ["--preset", "tiny", "--seeds", "0", "--output_dir", str(out), "--dry_run"]
+    assert cli_main(argv) != 0
+    assert "missing.csv" in capsys.readouterr().err.splitlines()[-2]  # the one line before the debug hint
+    assert not (out / "recipes").exists()
+    argv[3] = str(task_files[1])  # the mistake corrected: the same folder plans
+    assert cli_main(argv) == 0

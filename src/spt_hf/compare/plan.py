@@ -414,11 +414,11 @@ def task_sources(spec: CompareSpec) -> tuple[dict[str, tuple[str | None, dict]],
     file's recipes are written into `<output_dir>/recipes` here, with the budget keys of the overrides in them."""
     task_files = task_file_tasks(spec.task_configs, spec.tasks)
     sources = {task: (spec.recipes_dir, spec.overrides) for task in spec.tasks}
-    for name, path in task_files.items():
-        _, folder, rest = compare_task_recipes(
-            str(path), spec.architectures, spec.preset, spec.output_dir, spec.overrides, spec.budget
+    if task_files:
+        folder, rest = compare_task_recipes(
+            list(task_files.values()), spec.architectures, spec.preset, spec.output_dir, spec.overrides, spec.budget
         )
-        sources[name] = (str(folder), rest)
+        sources.update({name: (str(folder), rest) for name in task_files})
     return sources, task_files
 
 

@@ -273,21 +273,32 @@ def write_recipes(
     """Write `sourced_recipes` into `folder` as editable YAML, each with a header naming where it comes from. An
     existing file that differs is refused (one line, ending in `fix`) unless `overwrite`; an identical one is left as
     it is. Nothing is written when one file is refused."""
+    return write_texts(recipe_texts(recipes, Path(folder), origin), overwrite, fix)
+
+
+def recipe_texts(recipes: dict[str, tuple[dict, str]], folder: Path, origin: str) -> dict[Path, str]:
+    """{path in `folder`: YAML text with a header naming where it comes from} of `write_recipes`."""
     import yaml
 
-    folder = Path(folder)
     texts = {}
     for filename, (values, source) in recipes.items():
         header = f"# {origin};\n# values of the shipped recipe {source}, the task's own filled in. Edit freely.\n"
         texts[folder / filename] = header + yaml.safe_dump(values, sort_keys=False, default_flow_style=None)
+    return texts
+
+
+def write_texts(texts: dict[Path, str], overwrite: bool = False, fix: str | None = None) -> list[Path]:
+    """Write every text, each file atomically, after checking them all: an existing file that differs is refused
+    (one line, ending in `fix`) unless `overwrite`, and then nothing is written."""
     clashes = [p for p, text in texts.items() if p.is_file() and p.read_text() != text]
     if clashes and not overwrite:
+        folder = clashes[0].parent
         raise FileExistsError(
             f"{clashes[0]} exists and differs from the recipe it would be ({len(clashes)} such file(s) in {folder}): "
             + (fix or "pass --overwrite to replace them, or write into another --output_dir.")
         )
-    folder.mkdir(parents=True, exist_ok=True)
     for path, text in texts.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
         if not path.is_file() or path.read_text() != text:
             staging = path.with_name(path.name + ".tmp")
             staging.write_text(text)
@@ -325,25 +336,29 @@ def task_file_name(path: Path) -> str:
 
 
 def compare_task_recipes(
-    task_config: str,
+    task_configs: list[str | Path],
     architectures: list[str],
     preset: str | None,
     output_dir: str | Path,
     overrides: dict,
     budget: str | None = None,
-) -> tuple[str, Path, dict]:
-    """`spt-hf compare --task_config`: the task file's recipes written into `<output_dir>/recipes` (the same command
-    writes the same files, so a comparison resumes), under compare's budget rule `budget` (default `tied`), with
-    the budget keys of `overrides` (`max_steps`, `num_train_epochs`) written into them. Returns the task's name, the
-    recipes folder and the other overrides."""
+) -> tuple[Path, dict]:
+    """`spt-hf compare --task_config A.yaml B.yaml ...`: every task file's recipes written into
+    `<output_dir>/recipes` (the same command writes the same files, so a comparison resumes), under compare's budget
+    rule `budget` (default `tied`), with the budget keys of `overrides` (`max_steps`, `num_train_epochs`) written into
+    them. Every task file is read and every recipe checked against the folder before any is written: a mistake in the
+    last file leaves nothing behind. Returns the recipes folder and the other overrides."""
     steps = {key: overrides[key] for key in ("max_steps", "num_train_epochs") if key in overrides}
     rest = {key: value for key, value in overrides.items() if key not in steps}
-    recipes, origin = task_file_recipes(task_config, architectures, preset, **steps, budget=budget)
-    name = task_file_name(Path(task_config))
     folder = Path(output_dir) / "recipes"
+    texts, names = {}, []
+    for task_config in task_configs:
+        recipes, origin = task_file_recipes(str(task_config), architectures, preset, **steps, budget=budget)
+        texts.update(recipe_texts(recipes, folder, origin))
+        names.append(task_file_name(Path(task_config)))
     fix = (
         f"another --output_dir for other settings, or run your edited recipes with --recipes_dir {folder} "
-        f"--tasks {name} (without --task_config)."
+        f"--tasks {' '.join(names)} (without --task_config)."
     )
-    write_recipes(recipes, folder, origin, fix=fix)
-    return name, folder, rest
+    write_texts(texts, fix=fix)
+    return folder, rest
