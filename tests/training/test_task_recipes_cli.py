@@ -56,7 +56,7 @@ def test_the_budget_rule_of_written_recipes_is_an_option(task_file, tmp_path, ca
     assert yaml.safe_load((tmp_path / "default/my_digits-s4-spt.yaml").read_text())["total_steps"] == 12
     capsys.readouterr()
     assert cli_main(["recipes", "cpu", "--budget", "equal"]) == 1
-    assert "--budget go with --task_config T.yaml" in error_line(capsys)
+    assert "--budget go with --task_config TASK.yaml" in error_line(capsys)
 
 
 def test_listing_the_shipped_recipes_is_unchanged(capsys):
