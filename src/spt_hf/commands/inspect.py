@@ -17,9 +17,8 @@ SPLIT_KEYS = ("splits", "split_origin", "lengths", "truncated", "label_counts") 
 
 
 def add_parsers(commands, common: argparse.ArgumentParser) -> None:
-    parser = add_command(
-        commands, common, "inspect", inspect_command, "what a custom task infers from its data (nothing is trained)"
-    )
+    text = "what a custom task infers from its data (nothing is trained)"
+    parser = add_command(commands, common, "inspect", inspect_command, text, builds_models=False)
     parser.add_argument(
         *spellings("--task_config"), required=True, help="a task file: `task: custom` and `task_options:`"
     )
