@@ -168,6 +168,22 @@ def test_r2_is_shown_with_three_decimals_and_accuracy_in_points_with_one():
     assert cells["baseline result"] == "52.0 ± 2.0 (n=3)" and cells["SPT − baseline"] == "+19.0 *"
 
 
+def test_the_learning_curve_legend_sits_below_the_axes_not_over_the_data(tmp_path, monkeypatch):
+    from spt_hf.report import plots
+    from spt_hf.report.rows import Row, Run
+
+    figures = []
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path: figures.append(fig) or path)
+    curve = [(1, 0.5), (3, 0.9)]
+    runs = [Run(kind, 0, "accuracy", 0.9, None, 3, 0, "x", curve=curve) for kind in ("scratch", "spt")]
+    plots.plot_learning_curves([Row("digits", "spt_s4", "", "accuracy", runs)], tmp_path)
+    ax = figures[0].axes[0]
+    figures[0].canvas.draw()
+    legend, axes_box = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.y1 < axes_box.y0  # wholly under the axes (and their tick labels' line)
+    assert all(float(t).is_integer() for t in ax.get_xticks())
+
+
 def test_a_missing_folder_is_an_error_not_an_empty_report(tmp_path, capsys):
     assert cli_main(["report", str(tmp_path / "runs" / "typo")]) == 1
     assert "No such run folder" in capsys.readouterr().err
