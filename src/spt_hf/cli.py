@@ -65,9 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     debug = args.debug or os.environ.get("SPT_HF_DEBUG", "").lower() in ("1", "true", "yes")
     end_with_parent()  # a phase that a launcher started ends with it
     try:
-        from .registry import register_auto_classes  # here, not at the top: --help answers without importing torch
+        if args.builds_models:
+            from .registry import register_auto_classes  # here, not at the top: --help answers without torch
 
-        register_auto_classes()  # deferred by the package in the command's own process (spt_hf/command.py)
+            register_auto_classes()  # deferred by the package in the command's own process (spt_hf/command.py)
         return args.handler(args, rest) or 0
     except KeyboardInterrupt as interrupt:  # Ctrl-C: one line, no traceback (a second Ctrl-C here ends it anyway)
         print(interrupted_line(args.command, argv, str(interrupt)), file=sys.stderr)

@@ -17,6 +17,7 @@ from helpers import TINY_PHASE
 
 from spt_hf.cli import main as cli_main
 from spt_hf.compare import CompareSpec, run_compare
+from spt_hf.training.run_folder import RecipeChangedError
 
 TINY = TINY_PHASE
 LISTOPS = {
@@ -56,7 +57,7 @@ def assert_report_equals_results(out: Path) -> None:
         assert int(row["steps"]) == results["budget"]["steps"]
 
 
-def test_a_comparison_runs_then_runs_nothing_then_reports_a_changed_recipe(tmp_path, capsys):
+def test_a_comparison_runs_then_runs_nothing_then_refuses_other_recipe_keys_writing_nothing(tmp_path, capsys):
     result = run_compare(spec(tmp_path))
     assert result.ok and len(result.plan) == 6 and set(result.states.values()) == {"finished"} and len(result.ran) == 6
     out = tmp_path / "cmp"
@@ -75,10 +76,42 @@ def test_a_comparison_runs_then_runs_nothing_then_reports_a_changed_recipe(tmp_p
     assert "compare: 0 phase(s) to run" in capsys.readouterr().out
     assert {p: p.stat().st_mtime_ns for p in out.rglob("results.json") if p in stamps} == stamps
 
-    changed = run_compare(spec(tmp_path, overrides={**TINY, "learning_rate": 0.5}))
-    assert not changed.ok and set(changed.states.values()) == {"changed"}
-    assert all("training.learning_rate" in why for why in changed.problems.values())
-    assert {p: p.stat().st_mtime_ns for p in out.rglob("results.json") if p in stamps} == stamps
+    # Other options: refused before the plan table, a launch or the report, naming the keys per group of phases.
+    report_md = out / "report.md"
+    before = (report_md.read_bytes(), report_md.stat().st_mtime_ns, sorted(out.rglob("*")))
+    capsys.readouterr()
+    changed = spec(tmp_path, seeds=[0, 1], overrides={**TINY, "learning_rate": 0.5})
+    with pytest.raises(RecipeChangedError) as refusal:
+        run_compare(changed)
+    assert str(refusal.value).splitlines() == [
+        f"{out} holds phases trained with other recipe keys; nothing was run or written:",
+        "  digits/transformer spt, finetune, scratch (3 phases): training.learning_rate 0.001 → 0.5",
+        "  digits/dlr spt, finetune, scratch (3 phases): training.learning_rate 0.005 → 0.5",
+        "Use another --output_dir for these settings, or restore the options (or recipe files) it was run with; "
+        "--dry_run shows every phase's state.",
+    ]
+    assert capsys.readouterr().out == ""
+    assert (report_md.read_bytes(), report_md.stat().st_mtime_ns, sorted(out.rglob("*"))) == before
+    dry = run_compare(changed, dry_run=True)  # the dry run still shows each phase's state and why
+    assert set(dry.states.values()) == {"changed", "new", "waiting"} and len(dry.problems) == 6
+    assert all(re.search(r"training.learning_rate: 0.00[15] -> 0.5", why) for why in dry.problems.values())
+
+
+def test_a_finished_phase_whose_files_changed_is_reported_while_the_others_run(tmp_path, capsys):
+    """Not a refusal: a phase changed for its files, not its recipe keys, is left alone and named; the new seed runs
+    and the report is written."""
+    assert run_compare(spec(tmp_path, architectures=["dlr"], with_scratch=False)).ok
+    weights = tmp_path / "cmp/digits/dlr/full/seed0/finetune/model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1] + b"\0")
+    result = run_compare(spec(tmp_path, architectures=["dlr"], with_scratch=False, seeds=[0, 1]))
+    assert result.states == {
+        "digits/dlr/full/seed0/spt": "finished",
+        "digits/dlr/full/seed0/finetune": "changed",
+        "digits/dlr/full/seed1/spt": "finished",
+        "digits/dlr/full/seed1/finetune": "finished",
+    }
+    assert "model.safetensors" in result.problems["digits/dlr/full/seed0/finetune"]
+    assert "compare: digits/dlr/full/seed0/finetune:" in capsys.readouterr().out and result.report
 
 
 def test_a_missing_recipe_pair_is_an_error_before_anything_runs(tmp_path):

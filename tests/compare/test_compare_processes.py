@@ -12,6 +12,7 @@ from test_compare import TINY
 
 from spt_hf.compare import CompareSpec, run_compare
 from spt_hf.compare.processes import PhaseProcesses, job_command, phase_processes, resolve_accelerate_config
+from spt_hf.training.run_folder import RecipeChangedError
 
 WORDS = ["spt", "--config", "r.yaml"]
 CPU_2PROC = "accelerate/cpu_ddp_2proc.yaml"
@@ -126,8 +127,8 @@ def test_a_two_process_phase_through_the_local_launcher_is_told_from_a_one_proce
     capsys.readouterr()
     again = run_compare(two, dry_run=True)  # finished 2-process phases are recognised as such
     assert "| digits/dlr/full/seed0/spt | scratch | finished |" in capsys.readouterr().out and not again.problems
-    one = run_compare(spec(tmp_path))  # the same recipe on 1 process is another phase: reported, not mixed in
-    assert set(one.states.values()) == {"changed"} and "world_size: 2 -> 1" in one.problems["digits/dlr/full/seed0/spt"]
+    with pytest.raises(RecipeChangedError, match="world_size 2 → 1"):  # 1 process is another phase: refused
+        run_compare(spec(tmp_path))
     single = run_compare(spec(tmp_path / "single"))
     assert single.ok
     spt = json.loads((tmp_path / "single/cmp/digits/dlr/full/seed0/spt/results.json").read_text())

@@ -62,3 +62,22 @@ def test_the_tuning_section_names_the_chosen_values_spread_and_cost_and_flags_an
 
 def test_an_untuned_comparison_has_no_tuning_section(tmp_path: Path):
     assert read_tuning([tmp_path]) == [] and tuning_section([], tmp_path) == ("", None)
+
+
+def test_the_tuning_plot_has_whole_trials_and_keeps_equal_curves_apart(tmp_path: Path, monkeypatch):
+    """Ticks at whole trials only (no 0.5); two studies with the same best-so-far curve are two visible lines:
+    their own markers, a small shift apart, each in the legend."""
+    from spt_hf.report import tuning
+
+    figures = []
+    monkeypatch.setattr(tuning, "save_figure", lambda fig, path, dpi: figures.append(fig) or path)
+    studies = [study("scratch", [0.2, 0.5, 0.4]), {**study("spt", [0.2, 0.5, 0.4]), "name": "digits/s4/spt"}]
+    tuning.plot_tuning(studies, tmp_path)
+    ax = figures[0].axes[0]
+    ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks)
+    first, second = ax.lines
+    assert first.get_marker() != second.get_marker()
+    assert list(first.get_ydata()) == list(second.get_ydata()) == [0.2, 0.5, 0.5]
+    assert all(0 < b - a < 0.5 for a, b in zip(first.get_xdata(), second.get_xdata(), strict=True))
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["digits/s4/scratch", "digits/s4/spt"]

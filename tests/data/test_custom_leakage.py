@@ -59,6 +59,32 @@ def test_inspect_prints_the_card_and_json_with_the_issue_keys(monkeypatch, tmp_p
     assert "classes (2): alpha, beta" in text and "train/test 3" in text
 
 
+def test_inspect_lists_splits_in_their_natural_order_fresh_and_cached(monkeypatch, tmp_path, capsys, isolated_cache):
+    """train, validation, test: when the card is inferred, read back from the cache by a later process, or read from
+    a cache an earlier version wrote in alphabetical order."""
+    from spt_hf.data.custom import task as custom_task
+
+    options = use_source(monkeypatch, tmp_path, leaky_splits())
+    task_file = tmp_path / "task.yaml"
+    task_file.write_text(yaml.safe_dump({"task": "custom", "task_options": {**options, "input_column": "text"}}))
+    texts = []
+    for _ in range(3):
+        monkeypatch.setattr(custom_task, "_MEMO", {})  # a new process: the card from the cache
+        assert cli_main(["inspect", "--task_config", str(task_file)]) == 0
+        texts.append(capsys.readouterr().out)
+        cached = list(isolated_cache.rglob("custom-inference/*.json"))
+        assert len(cached) == 1
+        cached[0].write_text(json.dumps(json.loads(cached[0].read_text()), indent=1, sort_keys=True))  # as before
+    assert texts[0] == texts[1] == texts[2]
+    lines = texts[0].splitlines()
+    assert lines[1].startswith("splits: train 27 (") and lines[1].index("validation 3") < lines[1].index("test 5")
+    assert [line.split(":")[0] for line in lines if line.startswith("  ") and "length min" in line] == [
+        "  train",
+        "  validation",
+        "  test",
+    ]
+
+
 def test_inspect_errors_are_one_line(monkeypatch, tmp_path, capsys):
     options = use_source(monkeypatch, tmp_path, leaky_splits())
     task_file = tmp_path / "task.yaml"

@@ -44,6 +44,7 @@ from spt_hf.training.estimate import (
     estimate_phase,
     estimate_task,
     expected_longest,
+    mean_batch,
     significant,
     train_examples,
 )
@@ -256,6 +257,17 @@ def test_estimate_scales_to_the_recipe_and_reuses_measurements(tmp_path):
     other_seed = dataclasses.replace(recipe, training=dataclasses.replace(recipe.training, seed=7))
     again = estimate_phase(other_seed, "spt", device="cpu", measured=cache)
     assert len(cache) == 1 and again.flops_per_example == first.flops_per_example
+
+
+def test_flops_count_the_batches_the_trainer_trains_on(tmp_path):
+    """25 training examples at batch 32: every step is one batch of 25 (the Trainer's only batch, drop_last off),
+    not 32, which counted 28% too many FLOPs; 100 at 32 are 4 batches of 25 on average (32, 32, 32, 4)."""
+    recipe = tiny_recipe(tmp_path, "spt_s4", num_train_examples=25, per_device_train_batch_size=32)
+    estimate = estimate_phase(recipe, "spt", device="cpu")
+    assert estimate.train_examples == 25 and estimate.per_device_batch == 32 and estimate.optimizer_steps == 10
+    assert estimate.train_flops == pytest.approx((estimate.flops_per_batch + 25 * estimate.flops_per_example) * 10)
+    assert estimate.tokens == 10 * 25 * 1024
+    assert (mean_batch(32, 25), mean_batch(32, 100), mean_batch(32, 64), mean_batch(32, None)) == (25, 25, 32, 32)
 
 
 def test_epochs_become_steps_with_the_task_size(tmp_path):

@@ -142,6 +142,48 @@ def test_paper_table_marks_the_best_per_column_and_averages_complete_rows():
     assert "| s4 | 50.0 → 70.0 | **60.0 → 80.0** | 55.0 → 75.0 |" in lines
 
 
+def test_r2_is_shown_with_three_decimals_and_accuracy_in_points_with_one():
+    """0.081 → 0.226 (the issue's values) is not 0.1 → 0.2: every table, delta and interval of an R² row has three
+    decimals; an accuracy row keeps percentage points with one."""
+    from spt_hf.report.comparison import gap_table, markdown_table, transformer_ssm_gap
+    from spt_hf.report.rows import Row, Run
+
+    def row(arch, metric, scratch, spt):
+        runs = [Run("scratch", s, metric, scratch[s], None, 1, 0, "x") for s in range(3)]
+        runs += [Run("spt", s, metric, spt[s], None, 1, 1, "y") for s in range(3)]
+        return Row("reg", arch, "", metric, runs)
+
+    s4 = row("spt_s4", "r2", [0.081, 0.080, 0.082], [0.226, 0.230, 0.222])
+    transformer = row("spt_rotary_transformer", "r2", [0.050, 0.052, 0.048], [0.120, 0.125, 0.115])
+    assert "| spt_s4 | **0.081 → 0.226** | 0.081 → 0.226 |" in paper_table([s4, transformer]).splitlines()
+    cells = parse_table(markdown_table([s4]), "task")[0]
+    assert cells["baseline result"] == "0.081 ± 0.001 (n=3)" and cells["SPT + finetune"] == "0.226 ± 0.004 (n=3)"
+    assert cells["SPT − baseline"] == "+0.145 *" and cells["95% CI (paired)"] == "[+0.133, +0.157] (n=3)"
+    assert "- reg: best SSM − Transformer: from scratch +0.031, after SPT +0.106" in transformer_ssm_gap(
+        [s4, transformer]
+    )
+    assert "| reg | — | spt_s4 | scratch | +0.031 * | [+0.024, +0.038] (n=3) |" in gap_table([s4, transformer])[0]
+    accuracy = row("spt_s4", "accuracy", [0.5, 0.52, 0.54], [0.7, 0.71, 0.72])
+    cells = parse_table(markdown_table([accuracy]), "task")[0]
+    assert cells["baseline result"] == "52.0 ± 2.0 (n=3)" and cells["SPT − baseline"] == "+19.0 *"
+
+
+def test_the_learning_curve_legend_sits_below_the_axes_not_over_the_data(tmp_path, monkeypatch):
+    from spt_hf.report import plots
+    from spt_hf.report.rows import Row, Run
+
+    figures = []
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path: figures.append(fig) or path)
+    curve = [(1, 0.5), (3, 0.9)]
+    runs = [Run(kind, 0, "accuracy", 0.9, None, 3, 0, "x", curve=curve) for kind in ("scratch", "spt")]
+    plots.plot_learning_curves([Row("digits", "spt_s4", "", "accuracy", runs)], tmp_path)
+    ax = figures[0].axes[0]
+    figures[0].canvas.draw()
+    legend, axes_box = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.y1 < axes_box.y0  # wholly under the axes (and their tick labels' line)
+    assert all(float(t).is_integer() for t in ax.get_xticks())
+
+
 def test_a_missing_folder_is_an_error_not_an_empty_report(tmp_path, capsys):
     assert cli_main(["report", str(tmp_path / "runs" / "typo")]) == 1
     assert "No such run folder" in capsys.readouterr().err

@@ -45,6 +45,20 @@ def test_recipes_of_a_task_file_are_written_and_load_for_their_phase(task_file, 
     assert yaml.safe_load((out / "my_digits-s4-finetune.yaml").read_text())["max_steps"] == shipped  # the preset's
 
 
+def test_the_budget_rule_of_written_recipes_is_an_option(task_file, tmp_path, capsys):
+    argv = ["recipes", "--task_config", str(task_file), "--architectures", "s4", "--preset", "tiny", "--max_steps", "6"]
+    for budget, total in (("tied", 12), ("equal", None)):
+        out = tmp_path / budget
+        assert cli_main([*argv, "--output_dir", str(out), "--budget", budget]) == 0
+        spt = yaml.safe_load((out / "my_digits-s4-spt.yaml").read_text())
+        assert spt.get("total_steps") == total and spt["max_steps"] == 6
+    assert cli_main([*argv, "--output_dir", str(tmp_path / "default")]) == 0  # tied, as compare's default
+    assert yaml.safe_load((tmp_path / "default/my_digits-s4-spt.yaml").read_text())["total_steps"] == 12
+    capsys.readouterr()
+    assert cli_main(["recipes", "cpu", "--budget", "equal"]) == 1
+    assert "--budget go with --task_config TASK.yaml" in error_line(capsys)
+
+
 def test_listing_the_shipped_recipes_is_unchanged(capsys):
     assert cli_main(["recipes", "cpu"]) == 0
     assert "cpu/digits-s4-spt.yaml" in capsys.readouterr().out.split()

@@ -12,11 +12,13 @@ import json
 
 from .options import add_command, spellings
 
+NATURAL_SPLITS = ("train", "validation", "test")
+SPLIT_KEYS = ("splits", "split_origin", "lengths", "truncated", "label_counts")  # the card's mappings by split
+
 
 def add_parsers(commands, common: argparse.ArgumentParser) -> None:
-    parser = add_command(
-        commands, common, "inspect", inspect_command, "what a custom task infers from its data (nothing is trained)"
-    )
+    text = "what a custom task infers from its data (nothing is trained)"
+    parser = add_command(commands, common, "inspect", inspect_command, text, builds_models=False)
     parser.add_argument(
         *spellings("--task_config"), required=True, help="a task file: `task: custom` and `task_options:`"
     )
@@ -35,9 +37,26 @@ def inspect_command(args, rest: list[str]) -> int:
     card = getattr(spec, "task_card", None)
     if not isinstance(card, dict):
         raise ValueError(f"{args.task_config}: `spt-hf inspect` describes `task: custom` files; {task!r} is built in")
-    card = {**card, "validation_warnings": card_validation_warnings(card)}
+    card = {**in_split_order(card), "validation_warnings": card_validation_warnings(card)}
     print(json.dumps(card, indent=1) if args.json else "\n".join(card_lines(card)))
     return 0
+
+
+def in_split_order(card: dict) -> dict:
+    """The card with its per-split mappings (and the leakage's split pairs, `train/test`) in the splits' natural
+    order (train, validation, test, then the others as they come), also for a card cached in alphabetical order by
+    an earlier version."""
+
+    def rank(key: str) -> tuple[int, ...]:
+        return tuple(NATURAL_SPLITS.index(s) if s in NATURAL_SPLITS else len(NATURAL_SPLITS) for s in key.split("/"))
+
+    def ordered(mapping):
+        return dict(sorted(mapping.items(), key=lambda item: rank(item[0]))) if isinstance(mapping, dict) else mapping
+
+    card = {**card, **{key: ordered(card[key]) for key in SPLIT_KEYS if key in card}}
+    if isinstance(card.get("leakage"), dict) and "duplicates" in card["leakage"]:
+        card["leakage"] = {**card["leakage"], "duplicates": ordered(card["leakage"]["duplicates"])}
+    return card
 
 
 def card_validation_warnings(card: dict) -> list[str]:

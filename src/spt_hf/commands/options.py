@@ -19,12 +19,21 @@ class DeclaredOnUse(argparse.ArgumentParser):
 
 
 def add_command(
-    commands, common: argparse.ArgumentParser, name: str, handler, help: str, takes_overrides: bool = False, **kwargs
+    commands,
+    common: argparse.ArgumentParser,
+    name: str,
+    handler,
+    help: str,
+    takes_overrides: bool = False,
+    builds_models: bool = True,
+    **kwargs,
 ) -> argparse.ArgumentParser:
     """The parser of `spt-hf NAME`, with `--debug` (from `common`) and `help` as its description; `handler` runs it.
-    `takes_overrides`: trailing `--key value` recipe overrides are passed on to the handler instead of refused."""
+    `takes_overrides`: trailing `--key value` recipe overrides are passed on to the handler instead of refused.
+    `builds_models=False`: a command that reads data only, run without registering the Auto classes (which imports
+    transformers' models)."""
     parser = commands.add_parser(name, help=help, description=help, parents=[common], **kwargs)
-    parser.set_defaults(handler=handler, command=name)
+    parser.set_defaults(handler=handler, command=name, builds_models=builds_models)
     if takes_overrides:
         parser.set_defaults(takes_overrides=True)
     return parser

@@ -19,6 +19,7 @@ def add_parsers(commands, common: argparse.ArgumentParser) -> None:
     add_task_recipe_options(parser)
     parser.add_argument("--architectures", nargs="+", help="with --task_config: architectures (s4, transformer, ...)")
     add_budget_options(parser)
+    add_budget_rule_option(parser)
     add_output_dir(parser, "with --task_config: the folder the recipes are written into")
     parser.add_argument("--overwrite", action="store_true", help="with --task_config: replace recipes that differ")
 
@@ -46,13 +47,25 @@ def add_budget_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(*spellings("--num_train_epochs"), type=float, help="with --task_config: epochs per phase")
 
 
+def add_budget_rule_option(parser: argparse.ArgumentParser) -> None:
+    """The budget rule of the written recipes, as `spt-hf compare --budget` (`recipes/presets.py: budget_rule`)."""
+    parser.add_argument(
+        "--budget",
+        choices=("tied", "equal"),  # recipes/presets.py: BUDGETS (not imported here: the CLI starts light)
+        help="with --task_config: tied (SPT and finetuning share total_steps, the baseline gets all of it; default) "
+        "or equal (each phase its own max_steps)",
+    )
+
+
 def recipes_command(args, rest: list[str]) -> int:
     from ..recipes.loading import find_recipe, list_recipes
 
     if args.task_config is not None:
         return write_task_recipes(args)
-    if args.architectures or args.preset or args.output_dir or args.max_steps or args.num_train_epochs:
-        raise ValueError("--architectures, --preset, --output_dir and budgets go with --task_config TASK.yaml.")
+    if args.architectures or args.preset or args.output_dir or args.max_steps or args.num_train_epochs or args.budget:
+        raise ValueError(
+            "--architectures, --preset, --output_dir, budgets and --budget go with --task_config TASK.yaml."
+        )
     if args.what[:1] == ["path"]:
         if len(args.what) != 2:
             raise ValueError("usage: spt-hf recipes path NAME (e.g. accelerate/multi_gpu.yaml)")
@@ -72,7 +85,7 @@ def write_task_recipes(args) -> int:
     if not args.architectures or not args.output_dir:
         raise ValueError("`spt-hf recipes --task_config TASK.yaml` needs --architectures A ... and --output_dir DIR.")
     recipes, origin = task_file_recipes(
-        args.task_config, args.architectures, args.preset, args.max_steps, args.num_train_epochs
+        args.task_config, args.architectures, args.preset, args.max_steps, args.num_train_epochs, args.budget
     )
     for path in write_recipes(recipes, args.output_dir, origin, overwrite=args.overwrite):
         print(path)

@@ -10,17 +10,18 @@ training set sizes × seeds into SPT, finetuning and baseline phases (a tuned co
 their state (`state.py`) is what each phase
 itself will decide when it starts (`training/run_folder.py: phase_status`); a launcher (`launchers.py`) runs the
 phases still to run, each as its own `spt-hf` command; the report (`report/comparison.py`) tables and plots what they
-wrote. A phase that finished with the same recipe is never run again, a killed one resumes from its checkpoint, and
-a phase whose recipe changed since it finished is reported, not mixed in.
+wrote. A phase that finished with the same recipe is never run again, a killed one resumes from its checkpoint, a
+rerun whose phases' recipe keys differ from those their folders hold is refused before anything is written (naming
+the keys), and a finished phase whose files changed is reported, not mixed in.
 """
 
 import dataclasses
 from dataclasses import dataclass, field
 
-from ..training.run_folder import TO_RUN, PhaseLockedError, PhaseState
+from ..training.run_folder import TO_RUN, PhaseLockedError, PhaseState, RecipeChangedError
 from .launchers import run_local, run_ray, run_submitit
 from .plan import CompareSpec, Launch, PhaseJob, Plan, build_plan
-from .state import Progress, describe_plan, plan_states
+from .state import Progress, changed_recipes, describe_plan, plan_states
 from .tune import describe_search, run_tuning, searches
 
 
@@ -53,6 +54,9 @@ def run_compare(spec: CompareSpec, dry_run: bool = False) -> CompareResult:
             "command to resume the search."
         )
     statuses = plan_states(plan)
+    refusal = None if dry_run else changed_recipes(plan, statuses)
+    if refusal is not None:  # before the plan table, a launch or the report: a rerun with other keys writes nothing
+        raise RecipeChangedError(refusal)
     result = CompareResult(plan.jobs, {job_id: status.state for job_id, status in statuses.items()})
     result.problems.update({i: s.why for i, s in statuses.items() if s.state == PhaseState.CHANGED})
     print(describe_plan(plan, statuses), flush=True)

@@ -6,13 +6,14 @@ import time
 from typing import TYPE_CHECKING
 
 from ..recipes.loading import RECIPES_DIR
-from ..training.run_folder import PhaseState, PhaseStatus, phase_status
+from ..training.run_folder import CHECKPOINT_KEY, PhaseState, PhaseStatus, RecipeChangedError, phase_status
 
 if TYPE_CHECKING:  # (the later stages read the plan; they do not call back into it)
     from .plan import Plan
 
 # How each outcome of a launch counts in the progress line.
 ENDED = (PhaseState.FINISHED, PhaseState.FAILED, PhaseState.BLOCKED)
+KEYS_SHOWN = 6  # differing keys named per group of changed phases in `changed_recipes`
 
 
 def plan_states(plan: "Plan") -> dict[str, PhaseStatus]:
@@ -33,6 +34,35 @@ def phase_finished(job, world_size: int) -> bool:
     """Whether a phase whose process ended well left its folder finished (`phase_status`, as the phase decides it
     when it starts): a launcher's FINISHED; an exit status of 0 alone is not enough."""
     return phase_status(job.load_recipe(), job.phase, world_size=world_size).state == PhaseState.FINISHED
+
+
+def changed_recipes(plan: "Plan", statuses: dict[str, PhaseStatus]) -> str | None:
+    """Why a run must not start, or None: the phases whose folder holds a phase of other recipe keys (other options,
+    or an edited recipe file), in one short block naming per group of phases the keys that differ, old -> new, and
+    the fix. A phase CHANGED only for its files (a finished phase's checksums, the SPT checkpoint it started from)
+    is not counted: it is reported and left alone while the others run."""
+    groups: dict[tuple, list] = {}  # ((key, old, new), ...) -> the phases (jobs) with those differences
+    for job in plan.jobs:
+        error = statuses[job.id].error
+        if statuses[job.id].state != PhaseState.CHANGED or not isinstance(error, RecipeChangedError):
+            continue
+        changes = tuple((k, str(old), str(new)) for k, (old, new) in error.changes.items() if k != CHECKPOINT_KEY)
+        if changes:
+            groups.setdefault(changes, []).append(job)
+    if not groups:
+        return None
+    lines = [f"{plan.output_dir} holds phases trained with other recipe keys; nothing was run or written:"]
+    for changes, jobs in groups.items():
+        pairs = ", ".join(dict.fromkeys(f"{job.task}/{job.architecture}" for job in jobs))
+        names = f"{pairs} {', '.join(dict.fromkeys(job.phase for job in jobs))}"
+        shown = "; ".join(f"{key} {old} → {new}" for key, old, new in changes[:KEYS_SHOWN])
+        more = f"; and {len(changes) - KEYS_SHOWN} more" if len(changes) > KEYS_SHOWN else ""
+        lines.append(f"  {names} ({len(jobs)} phase{'s' * (len(jobs) > 1)}): {shown}{more}")
+    lines.append(
+        "Use another --output_dir for these settings, or restore the options (or recipe files) it was run with; "
+        "--dry_run shows every phase's state."
+    )
+    return "\n".join(lines)
 
 
 def describe_plan(plan: "Plan", states: dict[str, PhaseStatus]) -> str:

@@ -10,7 +10,7 @@ import math
 import os
 from pathlib import Path
 
-from ..recipes.loading import load_yaml
+from ..recipes.yaml_text import load_yaml
 from ..tuning import DB_FILE, LOCK_FILE, SPT_PREFIX, TUNE_STORAGE, require_optuna
 from .plan import OWNED_KEYS
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from .loading import DuplicateKeyError, load_yaml
+from .yaml_text import DuplicateKeyError, load_yaml
 
 TASK_FILE_KEYS = ("task", "task_options")
 

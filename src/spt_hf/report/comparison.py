@@ -44,12 +44,18 @@ EARLY_EXPORT_MARK = "°"  # SPT steps of runs whose SPT phase exported an earlie
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def mean_spread(values: list[float], scale: float = 100.0) -> str:
+def metric_digits(metric: str) -> int:
+    """The decimals a metric is shown with: accuracy (in percentage points, `metric_scale`) one, R² three (0.081 →
+    0.226, not 0.1 → 0.2)."""
+    return 1 if metric_scale(metric) == 100.0 else 3
+
+
+def mean_spread(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
     if not values:
         return "—"
     values = np.asarray(values) * scale
-    spread = f" ± {values.std(ddof=1):.1f}" if len(values) > 1 else ""
-    return f"{values.mean():.1f}{spread} (n={len(values)})"
+    spread = f" ± {values.std(ddof=1):.{digits}f}" if len(values) > 1 else ""
+    return f"{values.mean():.{digits}f}{spread} (n={len(values)})"
 
 
 def _budget(runs: list[Run], spt: bool) -> str:
@@ -79,10 +85,10 @@ def _cost(runs: list[Run], spt: bool) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _interval(paired: Paired) -> str:
+def _interval(paired: Paired, digits: int) -> str:
     if paired.low is None:
         return f"n too small (n={paired.n})"
-    return f"[{paired.low:+.1f}, {paired.high:+.1f}] (n={paired.n})"
+    return f"[{paired.low:+.{digits}f}, {paired.high:+.{digits}f}] (n={paired.n})"
 
 
 def _p(value: float | None) -> str:
@@ -91,11 +97,11 @@ def _p(value: float | None) -> str:
     return f"{value:.2g}"  # two significant digits: 0.25, 0.031, 0.00093
 
 
-def _difference(paired: Paired, unpaired_mean: float, scale: float) -> str:
+def _difference(paired: Paired, unpaired_mean: float, scale: float, digits: int) -> str:
     """The mean paired difference (the centre of its interval), or, without a common seed, the difference of the
     sides' means; `*` when significant."""
     value = paired.mean if paired.mean is not None else unpaired_mean * scale
-    return f"{value:+.1f}" + (" *" if paired.significant else "")
+    return f"{value:+.{digits}f}" + (" *" if paired.significant else "")
 
 
 def markdown_table(rows: list[Row], studies: list[dict] | None = None) -> str:
@@ -108,17 +114,18 @@ def markdown_table(rows: list[Row], studies: list[dict] | None = None) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        scale = metric_scale(row.metric)
+        scale, digits = metric_scale(row.metric), metric_digits(row.metric)
         scratch, spt = [r.test for r in row.side("baseline")], [r.test for r in row.side("spt")]
         paired = paired_difference(by_seed(row.side("spt"), scale), by_seed(row.side("baseline"), scale))
-        gain = _difference(paired, np.mean(spt) - np.mean(scratch), scale) if scratch and spt else "—"
+        gain = _difference(paired, np.mean(spt) - np.mean(scratch), scale, digits) if scratch and spt else "—"
         study = {side: find_study(studies or [], row.task, row.architecture, side) for side in ("baseline", "spt")}
         label = {side: tuned_label(studies or [], found) for side, found in study.items()}
         search = {side: search_cost(found) for side, found in study.items()}
         lines.append(
             f"| {row.task} | {row.architecture} | {row.variant or '—'} | {row.metric} | {row.baseline_kind}"
-            f" | {mean_spread(scratch, scale)}{label['baseline']}"
-            f" | {mean_spread(spt, scale)}{label['spt']} | {gain} | {_interval(paired)} | {_p(paired.p_t)}"
+            f" | {mean_spread(scratch, scale, digits)}{label['baseline']}"
+            f" | {mean_spread(spt, scale, digits)}{label['spt']} | {gain} | {_interval(paired, digits)}"
+            f" | {_p(paired.p_t)}"
             f" | {_p(paired.p_sign)} | {_cost(row.side('baseline'), False)}{search['baseline']}"
             f" | {_cost(row.side('spt'), True)}{search['spt']} |"
         )
@@ -151,6 +158,7 @@ def _cell_means(rows: list[Row]) -> dict[tuple[str, str], dict[str, float]]:
         }
         means[(label, row.task)]["_n"] = {kind: len(row.side(kind)) for kind in ("baseline", "spt")}
         means[(label, row.task)]["_baseline_kind"] = row.baseline_kind
+        means[(label, row.task)]["_digits"] = metric_digits(row.metric)
     return means
 
 
@@ -170,14 +178,18 @@ def paper_table(rows: list[Row]) -> str:
             for kind in ("baseline", "spt"):
                 if kind in cell:
                     averages[kind].append(cell[kind])
-            text = " → ".join(f"{cell[k]:.1f}" if k in cell else "—" for k in ("baseline", "spt"))
+            digits = cell.get("_digits", 1)
+            text = " → ".join(f"{cell[k]:.{digits}f}" if k in cell else "—" for k in ("baseline", "spt"))
             if "spt" in cell and best[task] is not None and cell["spt"] == best[task]:
                 text = f"**{text}**"
             if cell.get("_baseline_kind", StartKind.SCRATCH) not in (StartKind.SCRATCH, "—"):
                 text = f"{text} ({cell['_baseline_kind']} baseline)"
             cells.append(text)
         complete = {k: v for k, v in averages.items() if len(v) == len(tasks)}
-        average = " → ".join(f"{np.mean(complete[k]):.1f}" if k in complete else "—" for k in ("baseline", "spt"))
+        digits = max((means[(arch, t)]["_digits"] for t in tasks if (arch, t) in means), default=1)
+        average = " → ".join(
+            f"{np.mean(complete[k]):.{digits}f}" if k in complete else "—" for k in ("baseline", "spt")
+        )
         lines.append(f"| {arch} | " + " | ".join(cells) + f" | {average} |")
     return "\n".join(lines)
 
@@ -198,7 +210,7 @@ def transformer_ssm_gap(rows: list[Row]) -> str:
         for kind, label in (("baseline", "from scratch"), ("spt", "after SPT")):
             values = [s[kind] for s in ssms if kind in s]
             if kind in transformer and values:
-                parts.append(f"{label} {max(values) - transformer[kind]:+.1f}")
+                parts.append(f"{label} {max(values) - transformer[kind]:+.{transformer['_digits']}f}")
         if parts:
             flag = f" ({UNEQUAL_MARK} unequal budgets below)" if any(t == task for t, _ in unequal) else ""
             lines.append(f"- {task}: best SSM − Transformer: " + ", ".join(parts) + flag)
@@ -217,20 +229,20 @@ def gap_table(rows: list[Row]) -> tuple[str, list[tuple[str, str]]]:
         for transformer in (r for r in rows if r.architecture == TRANSFORMER_TYPE):
             if (transformer.task, transformer.variant) != (ssm.task, ssm.variant) or ssm.metric != transformer.metric:
                 continue
-            scale = metric_scale(ssm.metric)
+            scale, digits = metric_scale(ssm.metric), metric_digits(ssm.metric)
             for kind, name in KIND_NAMES.items():
                 a, b = by_seed(ssm.side(kind), scale), by_seed(transformer.side(kind), scale)
                 if not a or not b:
                     continue
                 paired = paired_difference(a, b)
-                gap = _difference(paired, np.mean(list(a.values())) - np.mean(list(b.values())), 1.0)
+                gap = _difference(paired, np.mean(list(a.values())) - np.mean(list(b.values())), 1.0, digits)
                 budgets = [_budget(row.side(kind), kind == StartKind.SPT) for row in (ssm, transformer)]
                 if budgets[0] != budgets[1]:
                     gap += f" {UNEQUAL_MARK}"
                     unequal.append((ssm.task, _unequal_note(ssm.task, ssm.architecture, name, budgets)))
                 lines.append(
                     f"| {ssm.task} | {ssm.variant or '—'} | {ssm.architecture} | {name} | {gap}"
-                    f" | {_interval(paired)} | {_p(paired.p_t)} | {_p(paired.p_sign)} |"
+                    f" | {_interval(paired, digits)} | {_p(paired.p_t)} | {_p(paired.p_sign)} |"
                 )
     if not lines:
         return "", []

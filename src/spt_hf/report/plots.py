@@ -27,7 +27,7 @@ def pyplot():
 def save_figure(fig, path: Path, dpi: int = 120) -> Path:
     """Lay out `fig`, write it to `path` and free it; returns `path`."""
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")  # (with a legend below the axes)
     pyplot().close(fig)
     return path
 
@@ -84,8 +84,9 @@ def plot_learning_curves(rows: list[Row], out: Path) -> Path:
         ax.set_xlabel("optimiser steps (SPT steps included on the SPT side)")
         ax.set_ylabel(f"validation {metric}" + (" (%)" if metric == "accuracy" else ""))
         ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=8, loc="best")
+        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))  # optimiser steps are whole
+        if ax.lines:  # below the axes: a legend inside covers curves that end where it sits
+            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     return save_figure(fig, out / "learning_curves.png")
 
 

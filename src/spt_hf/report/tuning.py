@@ -146,16 +146,33 @@ def _number(value) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
+MARKERS = "osD^vP*X"  # one per study, so that a line lying on another's still shows
+
+
 def plot_tuning(studies: list[dict], out: Path) -> Path:
-    """`tuning.png`: best-so-far validation metric against trial number, one line per study."""
-    fig, ax = pyplot().subplots(figsize=(6.5, 4.2))
-    for study in studies:
+    """`tuning.png`: best-so-far validation metric against trial number (whole trials on the axis), one line per
+    study with its own marker, each shifted by a small fraction of a trial so that equal curves stay apart, and the
+    legend below the axes."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4.6))
+    shift = 0.25 / max(1, len(studies))  # (a quarter of a trial shared between the studies)
+    for index, study in enumerate(studies):
         points = best_so_far(study)
         if points:
+            trials, values = zip(*points)
             ax.plot(
-                *zip(*points), marker="o", linestyle="--" if study["arm"] == SCRATCH_ARM else "-", label=study["name"]
+                [t + (index - (len(studies) - 1) / 2) * shift for t in trials],
+                values,
+                marker=MARKERS[index % len(MARKERS)],
+                markersize=5,
+                alpha=0.85,
+                linestyle="--" if study["arm"] == SCRATCH_ARM else "-",
+                label=study["name"],
             )
+    ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
     ax.set_xlabel("trial")
     ax.set_ylabel("best validation metric so far")
-    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
     return save_figure(fig, out / "tuning.png", dpi=110)

@@ -260,6 +260,15 @@ def optimizer_steps(recipe: Recipe, train_examples: int | None) -> int | None:
     return math.ceil(per_epoch * training.num_train_epochs)
 
 
+def mean_batch(per_device_batch: int, train_examples: int | None) -> float:
+    """The mean batch the Trainer trains on: an epoch of n examples is ceil(n / b) batches (the last one short, as
+    `dataloader_drop_last` is off), so n / ceil(n / b) examples each; b where n is unknown. 25 examples at batch 32
+    are one batch of 25."""
+    if not train_examples:
+        return float(per_device_batch)
+    return train_examples / math.ceil(train_examples / per_device_batch)
+
+
 def _measured(recipe: Recipe, phase: str, max_measure_length: int | None, device: str | None, measured: dict | None):
     """(length, parameters, model type, step, why that length) of the phase's model: measured, or from `measured`
     where the same model, task and length were (a finetuning phase and the baseline share the classifier)."""
@@ -295,6 +304,7 @@ def estimate_phase(
     examples = train_examples(recipe, spec)
     steps = optimizer_steps(recipe, examples) or 0
     batch, accumulation = training.per_device_train_batch_size, training.gradient_accumulation_steps
+    seen = mean_batch(batch, examples)  # FLOPs and tokens at the batches trained on, not the recipe's batch size
     multiplier = 2 if spec.paired else 1
     return PhaseEstimate(
         recipe=recipe_name(recipe.source),
@@ -306,9 +316,9 @@ def estimate_phase(
         per_device_batch=batch,
         accumulation=accumulation,
         optimizer_steps=steps,
-        tokens=steps * batch * accumulation * task_length * multiplier,
+        tokens=round(steps * seen * accumulation * task_length * multiplier),
         flops_per_example=step.flops,
-        train_flops=(step.fixed_flops + step.flops * batch) * accumulation * steps,
+        train_flops=(step.fixed_flops + step.flops * seen) * accumulation * steps,
         activation_bytes_per_example=step.activation_bytes,
         flops_per_batch=step.fixed_flops,
         activation_bytes_per_batch=step.fixed_activation_bytes,

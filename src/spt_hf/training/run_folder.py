@@ -63,12 +63,21 @@ NOT_IN_FINGERPRINT = re.compile(
 )
 
 
+# The fingerprint entry of the checkpoint a phase starts from (`phase_extra`): files, not a recipe key.
+CHECKPOINT_KEY = "init.weights_sha256"
+
+
 class PhaseLockedError(RuntimeError):
     """Another process is writing the phase folder."""
 
 
 class RecipeChangedError(ValueError):
-    """The recipe differs from the one a phase folder was started (or finished) with."""
+    """The recipe differs from the one a phase folder was started (or finished) with; `changes` holds the differing
+    fingerprint entries, {key: (recorded value, value now)} (empty when the folder has no readable record)."""
+
+    def __init__(self, message: str, changes: dict[str, tuple] | None = None):
+        super().__init__(message)
+        self.changes = changes or {}
 
 
 class DiskFullError(OSError, RuntimeError):
@@ -222,11 +231,18 @@ def phase_fingerprint(recipe, extra: dict | None = None, world_size: int | None 
     return recipe_fingerprint(recipe.to_dict(), {"world_size": processes, **(extra or {})})
 
 
-def describe_changes(before: dict, after: dict, limit: int = 12) -> str:
+def recipe_changes(before: dict, after: dict) -> dict[str, tuple]:
+    """{key: (value before, value after)} of the fingerprint entries that differ, by key (`<unset>` for a missing
+    one)."""
     keys = sorted(k for k in set(before) | set(after) if before.get(k, "<unset>") != after.get(k, "<unset>"))
-    lines = [f"{k}: {before.get(k, '<unset>')} -> {after.get(k, '<unset>')}" for k in keys[:limit]]
-    if len(keys) > limit:
-        lines.append(f"... and {len(keys) - limit} more")
+    return {k: (before.get(k, "<unset>"), after.get(k, "<unset>")) for k in keys}
+
+
+def describe_changes(before: dict, after: dict, limit: int = 12) -> str:
+    changes = recipe_changes(before, after)
+    lines = [f"{k}: {old} -> {new}" for k, (old, new) in list(changes.items())[:limit]]
+    if len(changes) > limit:
+        lines.append(f"... and {len(changes) - limit} more")
     return "\n  ".join(lines)
 
 
@@ -294,7 +310,7 @@ def phase_extra(source_folder: Path | None) -> dict:
         return {}
     # The bare sha256 of each file, as fingerprints recorded before the digests took their size: the same checkpoint
     # keeps the same fingerprint.
-    return {"init.weights_sha256": {name: d["sha256"] for name, d in file_digests(source_folder).items()}}
+    return {CHECKPOINT_KEY: {name: d["sha256"] for name, d in file_digests(source_folder).items()}}
 
 
 def phase_status(recipe, phase: str, world_size: int | None = None) -> PhaseStatus:
@@ -359,10 +375,12 @@ def _folder_state(folder: Path, fingerprint: str, entries: dict, overwrite: bool
         )
     else:
         return PhaseStatus(PhaseState.NEW)
+    before = recorded.get("entries", {})
     raise RecipeChangedError(
         f"The recipe differs from the one the {state} phase in {folder} was trained with:\n  "
-        f"{describe_changes(recorded.get('entries', {}), entries)}\nUse another output_dir, restore the recipe, or "
-        "pass `--overwrite_output_dir true` to train the phase afresh."
+        f"{describe_changes(before, entries)}\nUse another output_dir, restore the recipe, or "
+        "pass `--overwrite_output_dir true` to train the phase afresh.",
+        recipe_changes(before, entries),
     )
 
 

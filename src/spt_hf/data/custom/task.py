@@ -132,7 +132,7 @@ def cached_inference(options: dict[str, Any]) -> Inference:
         saved = json.loads(json.dumps(found.to_json(), default=_jsonable))  # what a later process reads back
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(saved, indent=1, sort_keys=True))
+        tmp.write_text(json.dumps(saved, indent=1))  # in its order: splits train, validation, test as read
         os.replace(tmp, path)
     _MEMO[key] = Inference.from_json(saved, key)
     return _MEMO[key]
