@@ -28,8 +28,11 @@ def fake_phase(
     total_steps=None,
     flops=None,
     wall=None,
+    cap=None,
+    exported=None,
 ) -> Path:
-    """A results.json as the pipeline writes it (only the fields the report reads)."""
+    """A results.json as the pipeline writes it (only the fields the report reads); `cap`: early stopping stopped the
+    phase at `steps` of a `cap`-step budget; `exported`: the step of the checkpoint it exported (SPT)."""
     folder = root / phase
     folder.mkdir(parents=True)
     entries = {
@@ -51,9 +54,11 @@ def fake_phase(
         "model_config": {"hidden_size": hidden},
         "recipe": {"training": {"seed": seed}},
         "recipe_fingerprint": {"sha256": "x", "entries": entries},
-        "budget": {"steps": steps, "wall_time_s": wall},
+        "budget": {"steps": steps, "wall_time_s": wall}
+        | ({} if cap is None else {"max_steps": cap, "early_stopping_patience": 3, "stopped_early_at": steps}),
         "compute": {"flops": flops, "flops_per_step": None if flops is None else flops / steps},
-        "metrics": {"test": {"test_accuracy": test}, "validation": {"eval_accuracy": test + 0.01}},
+        "metrics": {"test": {"test_accuracy": test}, "validation": {"eval_accuracy": test + 0.01}}
+        | ({} if exported is None else {"exported_step": exported}),
         "learning_curve": curve,
         "init": {"kind": "spt" if spt_dir else "scratch", "model_name_or_path": str(spt_dir) if spt_dir else None},
     }
@@ -378,6 +383,23 @@ def test_a_gap_between_runs_of_different_budgets_is_marked_and_both_budgets_name
         "- digits †: spt_s4 and the Transformer, scratch, trained on different budgets (600 steps against 1200): the "
         "gap mixes architecture and budget; give both the same steps (compare's --budget tied or equal)."
     ]
+
+
+def test_pairs_that_early_stopping_stopped_at_different_steps_had_the_same_budget(tmp_path):
+    """Under early stopping the budget is a cap: an SSM and a Transformer given the same caps (SPT 100 + finetuning
+    100, scratch 200) are not marked unequal for stopping at different steps, nor for an SPT phase that exported an
+    earlier checkpoint; the cost columns still show the steps used."""
+    stops = {"spt_s4": (100, 70, 120), "spt_rotary_transformer": (60, 100, 200)}  # SPT, finetune, scratch
+    for arch, (spt, finetune, scratch) in stops.items():
+        for seed in range(2):
+            run, keys = tmp_path / arch / f"seed{seed}", dict(model_type=arch, seed=seed, total_steps=200)
+            spt_dir = fake_phase(run, "spt", steps=spt, cap=100, exported=spt - 10, **keys)
+            fake_phase(run, "finetune", test=0.8 + seed / 100, spt_dir=spt_dir, steps=finetune, cap=100, **keys)
+            fake_phase(run, "scratch", test=0.6 + seed / 50, steps=scratch, cap=200, **keys)
+    text = report([tmp_path], tmp_path / "out")
+    gap = text.split("## Transformer–SSM gap")[1]
+    assert "†" not in gap.split("\n## ")[0], gap
+    assert "120 steps" in text and "60° + 100 steps" in text  # the steps used, the early export marked
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -70,6 +70,16 @@ def _budget(runs: list[Run], spt: bool) -> str:
     return text
 
 
+def _caps(runs: list[Run], spt: bool) -> str:
+    """The step budgets one side was given (under early stopping the caps, not the steps used: a pair that stopped
+    at different steps had the same budget), as `_budget` writes steps."""
+    text = "/".join(map(str, sorted({r.steps if r.cap is None else r.cap for r in runs})))
+    if spt:
+        spt_caps = sorted({r.spt_steps if r.spt_cap is None else r.spt_cap for r in runs})
+        text = f"{'/'.join(map(str, spt_caps))} + {text}"
+    return text
+
+
 def _cost(runs: list[Run], spt: bool) -> str:
     """Steps · FLOPs · wall time of one side (means over its runs; the SPT side sums both phases)."""
     if not runs:
@@ -236,7 +246,7 @@ def gap_table(rows: list[Row]) -> tuple[str, list[tuple[str, str]]]:
                     continue
                 paired = paired_difference(a, b)
                 gap = _difference(paired, np.mean(list(a.values())) - np.mean(list(b.values())), 1.0, digits)
-                budgets = [_budget(row.side(kind), kind == StartKind.SPT) for row in (ssm, transformer)]
+                budgets = [_caps(row.side(kind), kind == StartKind.SPT) for row in (ssm, transformer)]
                 if budgets[0] != budgets[1]:
                     gap += f" {UNEQUAL_MARK}"
                     unequal.append((ssm.task, _unequal_note(ssm.task, ssm.architecture, name, budgets)))

@@ -43,6 +43,15 @@ class Run:
     flops: float | None = None  # the phase's training FLOPs (results.json `compute`); SPT side: SPT + finetuning
     spt_exported: int | None = None  # the step of the SPT checkpoint finetuning started from, when not SPT's last
     wall_s: float | None = None  # the phase's wall time; SPT side: SPT + finetuning
+    cap: int | None = None  # the phase's step budget when early stopping made it a cap (`max_steps`), else `steps`
+    spt_cap: int | None = None  # likewise of the SPT phase (0 without one)
+
+
+def step_cap(result: dict) -> int:
+    """A phase's step budget: its cap under early stopping (results.json `budget.max_steps`), else the steps it ran
+    (results written before early stopping record no cap)."""
+    budget = result["budget"]
+    return budget["max_steps"] if budget.get("early_stopping_patience") else budget["steps"]
 
 
 @dataclass
@@ -189,6 +198,8 @@ def comparison_rows(results: list[dict], tuned: set[str] | frozenset = frozenset
             steps=result["budget"]["steps"],
             spt_steps=spt["budget"]["steps"] if spt else 0,
             spt_exported=exported_before_last(spt),
+            cap=step_cap(result),
+            spt_cap=step_cap(spt) if spt else 0,
             path=str(Path(result["_path"]).parent),
             curve=learning_curve(result, f"eval_{name}"),
             flops=_summed(result, spt, lambda r: (r.get("compute") or {}).get("flops")),
