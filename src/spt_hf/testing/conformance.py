@@ -163,6 +163,24 @@ class MixerConformance:
         diff = (parallel - recurrent).abs().max().item()
         assert diff <= 1e-4, f"step equals forward: the recurrent steps differ from the parallel pass by {diff}"
 
+    def test_beam_search_reorders_states(self, architecture):
+        model = self.build(architecture, "AutoModelForCausalLM", bidirectional=False)
+        prompt = self.inputs(length=4)["input_ids"]
+        settings = {"max_new_tokens": 6, "min_new_tokens": 6, "do_sample": False, "pad_token_id": 0}
+        settings.update(num_beams=2, num_return_sequences=2, return_dict_in_generate=True, output_scores=True)
+        with torch.no_grad():
+            try:
+                cached = model.generate(prompt, **settings)
+            except Exception as error:
+                raise AssertionError(f"beam search reorders states: generate(num_beams=2) fails: {error}") from error
+            parallel = model.generate(prompt, **settings, use_cache=False)  # the whole sequence at every step
+        same = torch.equal(cached.sequences, parallel.sequences)
+        diff = (cached.sequences_scores - parallel.sequences_scores).abs().max().item()
+        assert same and diff <= 1e-3, (
+            "beam search reorders states: generate(num_beams=2) with the cache differs from it without "
+            f"(use_cache=False): {'the same' if same else 'other'} sequences, scores apart by {diff}"
+        )
+
     @by_input_kind
     def test_save_load_identical_outputs(self, architecture, tmp_path, input_kind):
         model = self.build(architecture, "AutoModelForSequenceClassification", input_kind=input_kind)
