@@ -27,6 +27,7 @@ from transformers import GenerationMixin
 from .configuration_sequence import SequenceModelConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
+from .plugin_code import write_remote_code
 
 HEAD_BASES = {
     "ForMaskedLM": (SequenceForMaskedLM,),
@@ -61,8 +62,6 @@ class SequenceMixer(nn.Module):
 
 def _save_with_code(self, save_directory, *args, **kwargs):
     """`save_pretrained`, then the plugin's code for remote-code loading (plugin_code.py)."""
-    from .plugin_code import write_remote_code
-
     result = SequencePreTrainedModel.save_pretrained(self, save_directory, *args, **kwargs)
     write_remote_code(self, save_directory, getattr(self, "spt_plugin", None))
     return result

@@ -13,11 +13,13 @@ take seconds on a CPU.
 
 import importlib
 import math
+from pathlib import Path
 
 import torch
 from torch import nn
 from transformers import AutoConfig
 
+from ..modeling.plugin_code import MODELING_DIR
 from ..registry import auto_class, find_architecture, registered
 from .remote import load_in_a_bare_process
 
@@ -194,6 +196,11 @@ class MixerConformance:
     def test_remote_code_loads_without_spt_hf(self, architecture, tmp_path):
         model = self.build(architecture, "AutoModelForSequenceClassification")
         model.save_pretrained(tmp_path / "ckpt")
+        shadowed = shadowed_modeling_files(tmp_path / "ckpt")
+        assert not shadowed, (
+            f"remote-code load without spt_hf: the checkpoint's {', '.join(shadowed)} differ from spt_hf's files of "
+            "those names (a plugin module saved under an spt_hf modeling file's name replaces it)"
+        )
         inputs = self.inputs(pad_last=2)
         with torch.no_grad():
             expected = model(**inputs).logits
@@ -260,6 +267,15 @@ class MixerConformance:
         for phase in ("spt", "finetune"):
             loss = phases[phase]["metrics"]["test"].get("test_loss", float("nan"))
             assert math.isfinite(loss), f"5-step SPT and finetune: the {phase} test loss is {loss}"
+
+
+def shadowed_modeling_files(folder: Path) -> list[str]:
+    """The Python files of a checkpoint `folder` that bear the name of an spt_hf modeling file but not its text."""
+    return [
+        file.name
+        for file in sorted(folder.glob("*.py"))
+        if (MODELING_DIR / file.name).is_file() and file.read_bytes() != (MODELING_DIR / file.name).read_bytes()
+    ]
 
 
 class IdentityMixer(nn.Module):
