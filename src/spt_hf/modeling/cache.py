@@ -4,9 +4,9 @@ A transformers `Cache` whose layers hold, for each residual block of a `Sequence
 returns (None for position-wise blocks such as the feed-forward): the recurrent state of an SSM (O(1) memory per
 token), or the keys and values of attention (bounded by the window for block-local attention). A state is a
 `MixerState`, a tensor (batch first), or a tuple, list or dict of them (`map_state_batch`); a plugin's mixer may
-return any of these. transformers' generation uses it like its own
-caches: beam search reorders it, `num_return_sequences` repeats it, assisted decoding crops it where that is possible
-(attention without a window) and refuses otherwise (recurrent states cannot be rolled back: `_is_stateful`).
+return any of these. transformers' generation uses it like its own caches: beam search reorders it,
+`num_return_sequences` repeats it, assisted decoding crops it where that is possible (attention without a window) and
+refuses otherwise (recurrent states cannot be rolled back: `_is_stateful`).
 """
 
 from collections.abc import Callable
