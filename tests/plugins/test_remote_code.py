@@ -1,7 +1,9 @@
 """A plugin's checkpoint carries its code: it loads with remote code where neither spt_hf nor the plugin exists."""
 
 import json
+import os
 import re
+import subprocess
 import sys
 import textwrap
 
@@ -98,3 +100,31 @@ def test_a_plugin_module_named_like_an_spt_hf_file_is_saved_under_its_own_name(c
 
 def test_no_spt_hf_modeling_file_bears_the_plugin_prefix():
     assert not [file.name for file in MODELING_DIR.glob(f"{PREFIX}*")]
+
+
+RESAVE = """
+import sys
+sys.modules["spt_hf"] = sys.modules["toy_mixers"] = None  # not importable in this process
+from transformers import AutoModelForSequenceClassification
+model = AutoModelForSequenceClassification.from_pretrained(sys.argv[1], trust_remote_code=True)
+model.save_pretrained(sys.argv[2])
+"""
+
+
+def test_a_plugin_checkpoint_loaded_as_remote_code_saves_a_checkpoint_that_loads(tmp_path):
+    """Finetuning a plugin's checkpoint where the plugin is not installed: the remote-code model saves its files as
+    they are (already under their own names, the model classes written once)."""
+    with registered(ToyConfig, ToyMixer):
+        config = ToyConfig(vocab_size=11, hidden_size=8, num_hidden_layers=1, num_labels=3)
+        model = AutoModelForSequenceClassification.from_config(config).eval()
+        model.save_pretrained(tmp_path / "ckpt")
+    inputs = {"input_ids": torch.randint(3, 11, (2, 6)), "attention_mask": torch.ones(2, 6, dtype=torch.long)}
+    with torch.no_grad():
+        expected = model(**inputs).logits
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    command = [sys.executable, "-I", "-c", RESAVE, str(tmp_path / "ckpt"), str(tmp_path / "again")]
+    subprocess.run(command, env=env, check=True, capture_output=True, cwd=tmp_path)
+    code = (tmp_path / "again" / "spt_plugin_toy_mixers.py").read_text()
+    assert code.count("# Written by spt_hf") == 1 and not list((tmp_path / "again").glob("spt_plugin_spt_plugin_*"))
+    logits, _ = load_in_a_bare_process(tmp_path / "again", inputs, tmp_path / "work")
+    assert torch.equal(logits, expected)
