@@ -14,7 +14,9 @@ point group (docs/own-architecture.md). A plugin package declares, in its pyproj
     lru = "spt_hf_lru"            # a module whose import registers, or "spt_hf_lru:register" (called once)
 
 and spt_hf loads it the first time a name it does not know is asked for (`find_architecture`): by `compare
---architectures`, by a recipe's `model_type`, by a preset. Nothing is imported for names spt_hf already knows.
+--architectures`, by a recipe's `model_type`, by a preset, or by an Auto class reading a checkpoint's `model_type`
+that neither transformers nor spt_hf knows (`PluginConfigs`: `AutoModelFor*.from_pretrained` of a plugin's
+checkpoint needs `import spt_hf` alone). Nothing is imported for names spt_hf already knows.
 """
 
 import types
@@ -91,6 +93,23 @@ class LazyEntries(dict):
         return dict.items(self)
 
 
+class PluginConfigs(dict):
+    """The configs registered with AutoConfig (transformers keeps them in CONFIG_MAPPING's `_extra_content`), where
+    the first lookup of a model type that neither transformers nor spt_hf knows loads the installed plugins
+    (`load_plugins`) until one registers it; each model type is looked for once a process."""
+
+    def __init__(self, content: dict) -> None:
+        super().__init__(content)
+        self.searched: set[str] = set()
+
+    def __contains__(self, key) -> bool:
+        unknown = isinstance(key, str) and key not in CONFIG_MAPPING._mapping and key not in self.searched
+        if unknown and not dict.__contains__(self, key):
+            self.searched.add(key)
+            load_plugins(key)
+        return dict.__contains__(self, key)
+
+
 def register_with_auto_classes(entry: Architecture) -> None:
     """Register one architecture: its config with AutoConfig (and for remote-code saving) and with the series
     feature extractor (a checkpoint of continuous inputs loads it without trust_remote_code), its model classes as
@@ -124,11 +143,14 @@ def load_architecture(entry: Architecture) -> dict[str, type]:
 
 
 def register_auto_classes() -> None:
-    """Register every architecture of the registry with the Auto classes (`register_with_auto_classes`); again in
-    the same process, it registers only what is not registered yet."""
+    """Register every architecture of the registry with the Auto classes (`register_with_auto_classes`), and let
+    AutoConfig look unknown model types up in the installed plugins (`PluginConfigs`); again in the same process, it
+    registers only what is not registered yet."""
     for model_type, entry in REGISTRY.items():
-        if model_type not in CONFIG_MAPPING._extra_content:
+        if not dict.__contains__(CONFIG_MAPPING._extra_content, model_type):
             register_with_auto_classes(entry)
+    if not isinstance(CONFIG_MAPPING._extra_content, PluginConfigs):
+        CONFIG_MAPPING._extra_content = PluginConfigs(CONFIG_MAPPING._extra_content)
 
 
 def exported(name: str) -> type:

@@ -2,7 +2,16 @@
 mixer that breaks a property fails the kit's test that names it."""
 
 import pytest
-from toy_mixers import OpaqueMixer, PaddingPoolingMixer, PeekingMixer, ToyConfig, ToyMixer
+from toy_mixers import (
+    OpaqueMixer,
+    OpaqueStateMixer,
+    PaddingPoolingMixer,
+    PairStateMixer,
+    PeekingMixer,
+    ToyConfig,
+    ToyMixer,
+    UnorderedStateMixer,
+)
 
 from spt_hf.modeling.configuration_dlr import DLRConfig
 from spt_hf.modeling.configuration_rotary_transformer import RotaryTransformerConfig
@@ -52,6 +61,27 @@ class OpaqueConfig(ToyConfig):
     model_type = "toy_opaque"
 
 
+class PairStateConfig(ToyConfig):
+    model_type = "toy_pair_state"
+
+
+class OpaqueStateConfig(ToyConfig):
+    model_type = "toy_opaque_state"
+
+
+class UnorderedStateConfig(ToyConfig):
+    model_type = "toy_unordered_state"
+
+
+def test_beam_search_reorders_a_tuple_state():
+    """The toy plugin's state is a plain tensor (TestToyPlugin); this one's is a tuple of tensors."""
+    from spt_hf.testing import registered
+
+    kit = type("Pair", (MixerConformance,), {"config_class": PairStateConfig, "mixer_class": PairStateMixer})()
+    with registered(PairStateConfig, PairStateMixer) as entry:
+        kit.test_beam_search_reorders_states(entry)
+
+
 def test_a_mixer_whose_work_escapes_the_flop_counter_fails_the_estimate_check(tmp_path):
     from spt_hf.testing import registered
 
@@ -78,3 +108,19 @@ def test_a_broken_mixer_fails_the_check_naming_its_property(config_cls, mixer, c
     arguments = {"pooling": "mean", "input_kind": input_kind} if "padding" in check else {"input_kind": input_kind}
     with registered(config_cls, mixer) as entry, pytest.raises(AssertionError, match=message):
         getattr(kit, check)(entry, **arguments)
+
+
+@pytest.mark.parametrize(
+    "config_cls, mixer, message",
+    [
+        (UnorderedStateConfig, UnorderedStateMixer, "differs from it without .use_cache=False.: other sequences"),
+        (OpaqueStateConfig, OpaqueStateMixer, "fails: A mixer's generation state of type RunningSum cannot be reord"),
+    ],
+)
+def test_a_state_beam_search_cannot_reorder_fails_the_beam_check(config_cls, mixer, message):
+    from spt_hf.testing import registered
+
+    kit = type("Broken", (MixerConformance,), {"config_class": config_cls, "mixer_class": mixer})()
+    with registered(config_cls, mixer) as entry, pytest.raises(AssertionError, match=message) as error:
+        kit.test_beam_search_reorders_states(entry)
+    assert "\n" not in str(error.value)

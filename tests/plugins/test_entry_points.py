@@ -1,13 +1,14 @@
 """Discovery: an installed plugin (entry point group `spt_hf.architectures`) is loaded when its name is first asked."""
 
 import sys
-import textwrap
 
 import pytest
+from plugin_packages import install_distribution
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from spt_hf import registry
 from spt_hf.modeling.architectures import REGISTRY
-from spt_hf.registry import ENTRY_POINT_GROUP, find_architecture, installed_plugins, unregister_architecture
+from spt_hf.registry import find_architecture, installed_plugins, unregister_architecture
 
 PLUGIN = '''
 """A plugin installed as a distribution (its dist-info on sys.path), registering at import."""
@@ -37,20 +38,14 @@ spt_hf.register_architecture(EchoConfig, EchoMixer, name="echo")
 @pytest.fixture
 def installed_echo(tmp_path, monkeypatch):
     """The package `echo_plugin` 0.3 with its entry point, installed on sys.path as pip would (a dist-info)."""
-    (tmp_path / "echo_plugin").mkdir()
-    (tmp_path / "echo_plugin" / "__init__.py").write_text(textwrap.dedent(PLUGIN))
-    info = tmp_path / "echo_plugin-0.3.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-plugin\nVersion: 0.3\n")
-    (info / "top_level.txt").write_text("echo_plugin\n")
-    (info / "RECORD").write_text("echo_plugin/__init__.py,,\n")
-    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\necho = echo_plugin\n")
+    install_distribution(tmp_path, "echo-plugin", "echo_plugin", {"__init__.py": PLUGIN}, "echo = echo_plugin")
     monkeypatch.syspath_prepend(str(tmp_path))
     yield
     if "echo_mixer" in REGISTRY:
         unregister_architecture("echo_mixer")
     sys.modules.pop("echo_plugin", None)
     registry._LOADED.discard("echo_plugin")
+    CONFIG_MAPPING._extra_content.searched.discard("echo_mixer")
 
 
 def test_an_unknown_name_loads_the_installed_plugin(installed_echo):
@@ -69,3 +64,10 @@ def test_an_unknown_name_lists_the_installed_plugins(installed_echo):
     with pytest.raises(ValueError, match=r"installed plugins \(entry point group spt_hf.architectures\): echo ") as e:
         find_architecture("nope")
     assert "\n" not in str(e.value)
+
+
+def test_an_auto_class_loads_the_plugin_of_an_unknown_model_type(installed_echo):
+    """What `AutoModelFor*.from_pretrained` of a plugin's checkpoint asks first: a transformers model type loads no
+    plugin, the plugin's model type loads it."""
+    assert "bert" in CONFIG_MAPPING and "echo_plugin" not in sys.modules
+    assert CONFIG_MAPPING["echo_mixer"].__name__ == "EchoConfig" and REGISTRY["echo_mixer"].plugin == "echo-plugin"

@@ -47,7 +47,7 @@ def test_the_example_plugin_installs_passes_the_kit_and_compares(tmp_path):
     assert "| lru |" in report and "| spt_s4 |" in report and "| spt_rotary_transformer |" in report
     finetuned = tmp_path / "out" / "digits" / "lru" / "full" / "seed0" / "finetune"
     assert '"plugin": "spt-hf-lru"' in (finetuned / "spt_plugin.json").read_text()
-    assert (finetuned / "modeling_lru.py").is_file()  # the remote code of the plugin's checkpoint
+    assert (finetuned / "spt_plugin_modeling_lru.py").is_file()  # the remote code of the plugin's checkpoint
     card = run(
         [str(python), "-c", f"from spt_hf.hub.push import write_model_card; write_model_card({str(finetuned)!r})"],
         tmp_path,

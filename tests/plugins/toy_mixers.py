@@ -3,6 +3,7 @@
 import torch
 from torch import nn
 
+from spt_hf.modeling.cache import MixerState
 from spt_hf.modeling.configuration_sequence import SequenceModelConfig
 from spt_hf.modeling.mixer import SequenceMixer
 
@@ -87,3 +88,50 @@ class OpaqueMixer(ToyMixer):
 
     def forward(self, hidden_states, attention_mask=None, **kwargs):
         return opaque_scan(hidden_states, self.proj.weight.T)
+
+
+class PairStateMixer(ToyMixer):
+    """Keeps the contract with a tuple state: the running sum and the step count (a plugin's own state shape)."""
+
+    def init_state(self, batch_size, device=None, dtype=None):
+        return super().init_state(batch_size, device, dtype), torch.zeros(batch_size, dtype=torch.long, device=device)
+
+    def step(self, hidden_state, state, attention_mask=None, **kwargs):
+        output, running = super().step(hidden_state, state[0])
+        return output, (running, state[1] + 1)
+
+
+class RunningSum:
+    """A state container that is neither a tensor nor a MixerState."""
+
+    def __init__(self, total: torch.Tensor):
+        self.total = total
+
+
+class OpaqueStateMixer(ToyMixer):
+    """Broken for beam search: its state is an object spt_hf cannot reorder (no `map_batch`)."""
+
+    def init_state(self, batch_size, device=None, dtype=None):
+        return RunningSum(super().init_state(batch_size, device, dtype))
+
+    def step(self, hidden_state, state, attention_mask=None, **kwargs):
+        output, total = super().step(hidden_state, state.total)
+        return output, RunningSum(total)
+
+
+class UnorderedState(MixerState):
+    """Broken: ignores the batch operations (beam search continues each beam from another beam's state)."""
+
+    def map_batch(self, function):
+        pass
+
+
+class UnorderedStateMixer(ToyMixer):
+    """Broken for beam search: its state does not follow the beams' reordering."""
+
+    def init_state(self, batch_size, device=None, dtype=None):
+        return UnorderedState(super().init_state(batch_size, device, dtype))
+
+    def step(self, hidden_state, state, attention_mask=None, **kwargs):
+        output, total = super().step(hidden_state, state.tensors[0])
+        return output, UnorderedState(total)

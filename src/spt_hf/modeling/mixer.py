@@ -9,7 +9,8 @@ norms, the heads and their losses, the SPT objectives) is shared. A mixer
 - is causal when `config.bidirectional` is False: output position t depends on positions <= t only; bidirectional
   otherwise (every position sees the whole sequence);
 - may define `init_state(batch_size, device, dtype)` and `step(hidden_state (B, H), state, attention_mask=None)
-  -> (output (B, H), state)` for O(1) generation; `step` must equal `forward` position by position;
+  -> (output (B, H), state)` for O(1) generation; `step` must equal `forward` position by position; the state is a
+  tensor (batch first), a tuple, list or dict of tensors, or a `cache.MixerState` (beam search reorders its batch);
 - may define `optimizer_overrides() -> {parameter name: {"lr": ..., "weight_decay": ...}}` for parameters that
   train with other settings (as the SSM kernels do), and `_init_spt_weights()` to (re)initialise its own
   parameters (called at construction and by `from_pretrained`, which builds on the meta device).
@@ -26,6 +27,7 @@ from transformers import GenerationMixin
 from .configuration_sequence import SequenceModelConfig
 from .heads import SequenceForCausalLM, SequenceForMaskedLM, SequenceForRetrieval, SequenceForSequenceClassification
 from .modeling_sequence import SequenceBaseModel, SequencePreTrainedModel
+from .plugin_code import write_remote_code
 
 HEAD_BASES = {
     "ForMaskedLM": (SequenceForMaskedLM,),
@@ -60,8 +62,6 @@ class SequenceMixer(nn.Module):
 
 def _save_with_code(self, save_directory, *args, **kwargs):
     """`save_pretrained`, then the plugin's code for remote-code loading (plugin_code.py)."""
-    from .plugin_code import write_remote_code
-
     result = SequencePreTrainedModel.save_pretrained(self, save_directory, *args, **kwargs)
     write_remote_code(self, save_directory, getattr(self, "spt_plugin", None))
     return result

@@ -13,11 +13,13 @@ take seconds on a CPU.
 
 import importlib
 import math
+from pathlib import Path
 
 import torch
 from torch import nn
 from transformers import AutoConfig
 
+from ..modeling.plugin_code import MODELING_DIR
 from ..registry import auto_class, find_architecture, registered
 from .remote import load_in_a_bare_process
 
@@ -163,6 +165,24 @@ class MixerConformance:
         diff = (parallel - recurrent).abs().max().item()
         assert diff <= 1e-4, f"step equals forward: the recurrent steps differ from the parallel pass by {diff}"
 
+    def test_beam_search_reorders_states(self, architecture):
+        model = self.build(architecture, "AutoModelForCausalLM", bidirectional=False)
+        prompt = self.inputs(length=4)["input_ids"]
+        settings = {"max_new_tokens": 6, "min_new_tokens": 6, "do_sample": False, "pad_token_id": 0}
+        settings.update(num_beams=2, num_return_sequences=2, return_dict_in_generate=True, output_scores=True)
+        with torch.no_grad():
+            try:
+                cached = model.generate(prompt, **settings)
+            except Exception as error:
+                raise AssertionError(f"beam search reorders states: generate(num_beams=2) fails: {error}") from error
+            parallel = model.generate(prompt, **settings, use_cache=False)  # the whole sequence at every step
+        same = torch.equal(cached.sequences, parallel.sequences)
+        diff = (cached.sequences_scores - parallel.sequences_scores).abs().max().item()
+        assert same and diff <= 1e-3, (
+            "beam search reorders states: generate(num_beams=2) with the cache differs from it without "
+            f"(use_cache=False): {'the same' if same else 'other'} sequences, scores apart by {diff}"
+        )
+
     @by_input_kind
     def test_save_load_identical_outputs(self, architecture, tmp_path, input_kind):
         model = self.build(architecture, "AutoModelForSequenceClassification", input_kind=input_kind)
@@ -176,6 +196,11 @@ class MixerConformance:
     def test_remote_code_loads_without_spt_hf(self, architecture, tmp_path):
         model = self.build(architecture, "AutoModelForSequenceClassification")
         model.save_pretrained(tmp_path / "ckpt")
+        shadowed = shadowed_modeling_files(tmp_path / "ckpt")
+        assert not shadowed, (
+            f"remote-code load without spt_hf: the checkpoint's {', '.join(shadowed)} differ from spt_hf's files of "
+            "those names (a plugin module saved under an spt_hf modeling file's name replaces it)"
+        )
         inputs = self.inputs(pad_last=2)
         with torch.no_grad():
             expected = model(**inputs).logits
@@ -242,6 +267,15 @@ class MixerConformance:
         for phase in ("spt", "finetune"):
             loss = phases[phase]["metrics"]["test"].get("test_loss", float("nan"))
             assert math.isfinite(loss), f"5-step SPT and finetune: the {phase} test loss is {loss}"
+
+
+def shadowed_modeling_files(folder: Path) -> list[str]:
+    """The Python files of a checkpoint `folder` that bear the name of an spt_hf modeling file but not its text."""
+    return [
+        file.name
+        for file in sorted(folder.glob("*.py"))
+        if (MODELING_DIR / file.name).is_file() and file.read_bytes() != (MODELING_DIR / file.name).read_bytes()
+    ]
 
 
 class IdentityMixer(nn.Module):
