@@ -227,3 +227,10 @@ OTHER_BACKBONES = {
         "attn_layer_offset": 1,
     },
 }
+
+
+def error_line(capsys) -> str:
+    """The one line a refused `spt-hf` command printed on stderr (before its debug hint)."""
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and err[1].startswith("(--debug"), err
+    return err[0]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import error_line
 from scipy import stats
 
 from spt_hf.cli import main as cli_main
@@ -26,12 +27,6 @@ def custom_task_file(folder: Path, name: str, letters: tuple[str, str]) -> Path:
 @pytest.fixture
 def task_files(tmp_path) -> list[Path]:
     return [custom_task_file(tmp_path, "alpha", ("ab", "cd")), custom_task_file(tmp_path, "beta", ("ac", "bd"))]
-
-
-def error_line(capsys) -> str:
-    err = capsys.readouterr().err.splitlines()
-    assert len(err) == 2 and err[1].startswith("(--debug"), err
-    return err[0]
 
 
 def test_task_files_and_named_tasks_plan_one_comparison(task_files, tmp_path, capsys):

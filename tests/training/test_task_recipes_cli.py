@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import error_line
 
 from spt_hf.cli import main as cli_main
 from spt_hf.compare import CompareSpec, run_compare
@@ -18,12 +19,6 @@ def task_file(tmp_path) -> Path:
     path = tmp_path / "my-digits.yaml"
     path.write_text("task: digits\ntask_options: {input_kind: tokens}\n")
     return path
-
-
-def error_line(capsys) -> str:
-    err = capsys.readouterr().err.splitlines()
-    assert len(err) == 2 and err[1].startswith("(--debug"), err
-    return err[0]
 
 
 def test_recipes_of_a_task_file_are_written_and_load_for_their_phase(task_file, tmp_path, capsys):
