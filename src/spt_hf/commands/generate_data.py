@@ -5,7 +5,7 @@ torch."""
 import argparse
 from functools import partial
 
-from .options import add_command, add_output_dir, spellings
+from .options import DISPATCH_KEYS, add_command, add_output_dir, spellings
 
 # The options every task has; the handler passes the others on to the task's generator.
 COMMON_OPTIONS = ("output_dir", "num_train", "num_val", "num_test", "seed")
@@ -58,7 +58,7 @@ def generate_command(args, rest: list[str]) -> int:
 
     from ..data.generators import check_generate_options, generate_data
 
-    not_options = ("command", "handler", "debug", "task", *COMMON_OPTIONS)
+    not_options = (*DISPATCH_KEYS, "debug", "task", *COMMON_OPTIONS)
     options = {key: value for key, value in vars(args).items() if key not in not_options and value is not None}
     check_generate_options(args.task, args.num_train, args.num_val, args.num_test, **options)
     total = args.num_train + args.num_val + args.num_test

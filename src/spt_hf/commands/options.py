@@ -18,6 +18,10 @@ class DeclaredOnUse(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
 
+# What `add_command` sets on every command's arguments for the dispatch in cli.py: not options of the command.
+DISPATCH_KEYS = ("handler", "command", "builds_models", "takes_overrides")
+
+
 def add_command(
     commands,
     common: argparse.ArgumentParser,
