@@ -19,6 +19,7 @@ from torch import nn
 
 from .modeling.checkpoint_files import check_local_checkpoint as check_local_checkpoint  # re-exported
 from .modeling.checkpoint_files import read_safetensors_header as read_safetensors_header  # re-exported
+from .phases import RESULTS_FILE
 
 
 def load_checkpoint_tensors(checkpoint_dir: str | Path) -> dict[str, torch.Tensor]:
@@ -133,7 +134,7 @@ def verify_file_digests(folder: str | Path, digests: dict[str, dict | str]) -> N
 
 def verify_recorded_digests(folder: str | Path) -> int:
     """Check the digests that the phase's results.json recorded for `folder`; return how many files were checked."""
-    results = Path(folder) / "results.json"
+    results = Path(folder) / RESULTS_FILE
     if not results.is_file():
         return 0
     digests = json.loads(results.read_text()).get("checkpoint_files", {})

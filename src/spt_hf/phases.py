@@ -26,6 +26,7 @@ PHASES = (SPT_PHASE, FINETUNE_PHASE, BASELINE_PHASE)  # also the sub-folders of 
 FINETUNING_PHASES = (FINETUNE_PHASE, BASELINE_PHASE)  # the phases `spt-hf finetune` runs: both train a classifier
 # The `spt-hf` command that runs each phase, and the phase `load_recipe` checks its recipe for.
 PHASE_COMMANDS = {SPT_PHASE: "spt", FINETUNE_PHASE: "finetune", BASELINE_PHASE: "finetune"}
+RESULTS_FILE = "results.json"  # what each phase records, in its folder (training/results.py writes it)
 
 
 class StartKind(StrEnum):

@@ -14,7 +14,7 @@ from pathlib import Path
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from ..data.tasks import hub_task_type
-from ..phases import FINETUNE_PHASE, SPT_PHASE, recorded_start_kind
+from ..phases import FINETUNE_PHASE, RESULTS_FILE, SPT_PHASE, recorded_start_kind
 from .data_card import data_context
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
@@ -262,7 +262,7 @@ def results_from_folder(folder: str | Path) -> dict:
     """The `results.json` of a checkpoint folder, or (a checkpoint trained elsewhere, or a Trainer `checkpoint-N`)
     the few facts its config and weights give: phase from the head class, model type, size, steps."""
     folder = Path(folder)
-    path = folder / "results.json"
+    path = folder / RESULTS_FILE
     if path.is_file():
         return json.loads(path.read_text())
     config = json.loads((folder / "config.json").read_text())

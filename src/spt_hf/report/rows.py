@@ -12,8 +12,15 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..phases import BASELINE_KINDS, FINETUNE_PHASE, FINETUNING_PHASES, StartKind, recorded_start_kind
-from ..training.results import RESULTS_FILE
+from ..phases import (
+    BASELINE_KINDS,
+    FINETUNE_PHASE,
+    FINETUNING_PHASES,
+    RESULTS_FILE,
+    SPT_PHASE,
+    StartKind,
+    recorded_start_kind,
+)
 from ..tuning import TRIAL_FILE
 
 # Recipe entries that differ between the runs of one row without making them different experiments.
@@ -144,9 +151,19 @@ def _entries(result: dict, spt: dict | None = None, tuned: frozenset = frozenset
 
 
 def _spt_results(result: dict) -> dict | None:
+    """The results of the SPT phase a finetuning phase started from: the sibling `spt/` phase of its run folder when
+    that phase is the one it recorded (so a comparison folder that was moved, or fetched from the Hub, still pairs
+    them), else the folder its `init` names."""
     source = (result.get("init") or {}).get("model_name_or_path")
-    path = Path(source or "", RESULTS_FILE)
-    return json.loads(path.read_text()) if source and path.is_file() else None
+    if not source:
+        return None
+    sibling = Path(result["_path"]).parent.parent / SPT_PHASE / RESULTS_FILE
+    if sibling.is_file():
+        spt = json.loads(sibling.read_text())
+        if spt.get("output_dir") == source:
+            return spt
+    path = Path(source, RESULTS_FILE)
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def exported_step(result: dict) -> int:

@@ -5,8 +5,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ..checkpoints import write_json_atomic
-
-RESULTS_FILE = "results.json"
+from ..phases import RESULTS_FILE
 
 
 def code_version() -> dict:
