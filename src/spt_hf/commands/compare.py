@@ -37,6 +37,11 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(*spellings("--output_dir"), help="run folders and the report (default runs/compare)")
     parser.add_argument(
+        "--extends",
+        metavar="NAMESPACE/NAME",
+        help="add the architectures to a comparison pushed with `spt-hf push --comparison` (its settings kept)",
+    )
+    parser.add_argument(
         *spellings("--with_scratch"), action="store_true", default=None, help="train the baseline phase too (default)"
     )
     parser.add_argument(

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from ..training.run_folder import TO_RUN, PhaseLockedError, PhaseState, RecipeChangedError
 from .launchers import run_local, run_ray, run_submitit
 from .plan import CompareSpec, Launch, PhaseJob, Plan, build_plan
+from .published import extend_published, record_settings
 from .state import Progress, changed_recipes, describe_plan, plan_states
 from .tune import describe_search, run_tuning, searches
 
@@ -44,6 +45,8 @@ class CompareResult:
 
 def run_compare(spec: CompareSpec, dry_run: bool = False) -> CompareResult:
     """(Search,) plan, run what is missing, and write the report into `spec.output_dir`."""
+    if spec.extends is not None:  # (before anything runs: an unfair extension is refused)
+        extend_published(spec)
     if spec.tune is not None:
         _search(spec, dry_run)
     plan = build_plan(spec)
@@ -62,6 +65,7 @@ def run_compare(spec: CompareSpec, dry_run: bool = False) -> CompareResult:
     print(describe_plan(plan, statuses), flush=True)
     if dry_run:
         return result
+    record_settings(spec)
     to_run = [job for job in plan.jobs if result.states[job.id] in TO_RUN]
     for job in to_run:
         if job.depends_on in result.problems:  # it would start from a phase of another recipe

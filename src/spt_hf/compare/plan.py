@@ -65,6 +65,9 @@ class CompareSpec:
         early_stopping_patience: stop every phase of every arm (tuning trials too) after this many evaluations
             without improvement of its validation signal (SPT: its loss; finetuning and baseline: the task metric);
             the step budget becomes a cap. None: every phase trains its whole budget.
+        extends: a comparison pushed with `spt-hf push --comparison` (NAMESPACE/NAME, its dataset repository) that
+            this one adds architectures to: its results are fetched into `OUTPUT_DIR/published/` and join the
+            report; the comparison must have its settings (`compare/published.py`), refused otherwise.
     """
 
     tasks: list[str] = field(default_factory=list)
@@ -87,6 +90,7 @@ class CompareSpec:
     preset: str | None = None
     early_stopping_patience: int | None = None
     tune: TuneSpec | None = None
+    extends: str | None = None
 
     def __post_init__(self) -> None:
         if self.task_configs and self.recipes_dir is not None and not self.tasks:

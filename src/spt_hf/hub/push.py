@@ -23,7 +23,7 @@ import shlex
 from pathlib import Path
 
 from ..checkpoints import write_text_atomic
-from ..phases import BASELINE_PHASE, FINETUNE_PHASE, PHASES, SPT_PHASE
+from ..phases import BASELINE_PHASE, FINETUNE_PHASE, PHASES, RESULTS_FILE, SPT_PHASE
 from .cards import render_model_card, results_from_folder
 from .data_card import preprocessing_kind, read_task_card
 
@@ -35,7 +35,7 @@ PUSH_PATTERNS = [
     "config.json",
     "generation_config.json",
     "*.py",
-    "results.json",
+    RESULTS_FILE,
     "spt_fingerprint.npy",
     "runs/*tfevents*",
     "README.md",
@@ -140,19 +140,20 @@ def related_results(folder: Path) -> dict:
     siblings = {}
     if folder.name in PHASES:  # a phase folder of a run (or of phases run one by one into the same output_dir)
         for name in PHASES:
-            if name != folder.name and (folder.parent / name / "results.json").is_file():
-                siblings[name] = json.loads((folder.parent / name / "results.json").read_text())
+            if name != folder.name and (folder.parent / name / RESULTS_FILE).is_file():
+                siblings[name] = json.loads((folder.parent / name / RESULTS_FILE).read_text())
     if own["phase"] == SPT_PHASE:
         return {"finetune_results": siblings.get(FINETUNE_PHASE), "scratch_results": siblings.get(BASELINE_PHASE)}
     if own["phase"] == BASELINE_PHASE:
         return {}
-    source = Path((own.get("init") or {}).get("model_name_or_path") or "", "results.json")
+    source = Path((own.get("init") or {}).get("model_name_or_path") or "", RESULTS_FILE)
     spt = siblings.get(SPT_PHASE) or (json.loads(source.read_text()) if source.is_file() else None)
     return {"spt_results": spt, "scratch_results": siblings.get(BASELINE_PHASE)}
 
 
-def write_model_card(folder: str | Path, repo_id: str | None = None) -> Path:
-    """Render the card of `folder` (from its results.json and related phases) and write README.md atomically."""
+def model_card_text(folder: str | Path, repo_id: str | None = None, base_model: str | None = None) -> str:
+    """The card of `folder`, rendered from its results.json and related phases; `base_model`: the Hub repository it
+    was finetuned from, when the results name a local folder (a comparison pushed as a whole)."""
     folder = Path(folder)
     card = render_model_card(
         results_from_folder(folder),
@@ -161,8 +162,15 @@ def write_model_card(folder: str | Path, repo_id: str | None = None) -> Path:
         preprocessing=preprocessing_kind(folder),
         **related_results(folder),
     )
-    path = folder / CARD_FILE
-    write_text_atomic(path, str(card) + plugin_section(folder))
+    if base_model is not None:
+        card.data.base_model = base_model
+    return str(card) + plugin_section(folder)
+
+
+def write_model_card(folder: str | Path, repo_id: str | None = None) -> Path:
+    """Render the card of `folder` (`model_card_text`) and write it into README.md atomically."""
+    path = Path(folder) / CARD_FILE
+    write_text_atomic(path, model_card_text(folder, repo_id))
     return path
 
 
