@@ -4,30 +4,44 @@ Nothing in spt_hf imports or depends on this file. It exists because no real Hub
 and no self-hostable Hub accepts pushes; the tests in tests/hub/ push and pull through the *real* huggingface_hub and
 transformers clients against it (HF_ENDPOINT=<its URL>, HF_HUB_DISABLE_XET=1).
 
-    python tests/hub/hub_server.py --root DIR [--port 0]     # prints one line: "LOCAL_HUB_READY http://127.0.0.1:PORT"
+    python tests/hub/hub_server.py --root DIR [--port 0] [--no_collections]
+    # prints one line: "LOCAL_HUB_READY http://127.0.0.1:PORT"
 
 It binds 127.0.0.1 only and uses the standard library plus PyYAML (for card metadata). Accepted tokens come from the
 environment variable LOCAL_HUB_TOKENS (comma-separated; never from the command line, never logged). Every token is
-the user `tester`, who may write to any namespace.
+the user `tester`, who may write to any namespace. `--no_collections` (or LOCAL_HUB_NO_COLLECTIONS=1) leaves out the
+collection endpoints: they answer 404 "unsupported endpoint", like a Hub without collections.
 
 Storage under --root: `objects/<sha256>` holds each file content once (content-addressed; LFS objects are named by
-their LFS oid, which is the same sha256), `state.json` the repositories: per repository the commits (id, parent,
-message, and the full {path: file entry} map) and the branch and tag heads. Commit ids are sha1 digests of the commit.
+their LFS oid, which is the same sha256), `state.json` the repositories under their URL path (`{ns}/{name}` for a
+model, `datasets/{ns}/{name}` for a dataset, so a model and a dataset of one name are distinct): per repository the
+commits (id, parent, message, and the full {path: file entry} map) and the branch and tag heads. Commit ids are sha1
+digests of the commit. The key `collections` of state.json (never a repository: those keys hold a slash) holds the
+collections by slug.
 
-Endpoints (model repositories; what huggingface_hub 2.4 and transformers 5 call to create, push, pull, tag, branch):
+Endpoints (what huggingface_hub 2.4 and transformers 5 call to create, push, pull, tag, branch). {type} is `models`
+or `datasets`; {repo} is `{ns}/{name}` for a model and `datasets/{ns}/{name}` for a dataset:
     GET  /api/whoami-v2                                  GET /api/agent-harnesses (the client's registry: empty)
-    POST /api/repos/create                               409 + {"url"} when it exists
-    GET  /api/models/{ns}/{name}[/revision/{rev}]        id, sha, siblings, cardData, model-index, config
-    POST /api/models/{ns}/{name}/preupload/{rev}         uploadMode regular|lfs, shouldIgnore, oid
-    POST /{ns}/{name}.git/info/lfs/objects/batch          transfer "basic"; no actions when the object exists
+    POST /api/repos/create                               "type" model|dataset; 409 + {"url"} when it exists
+    GET  /api/{type}/{ns}/{name}[/revision/{rev}]        id, sha, siblings (?blobs=1: size, blobId, lfs), cardData,
+                                                         lastModified, private; models also model-index, config
+    POST /api/{type}/{ns}/{name}/preupload/{rev}         uploadMode regular|lfs, shouldIgnore, oid (git blob sha1 of
+                                                         a regular file, sha256 of an LFS one: unchanged files skip)
+    POST /{repo}.git/info/lfs/objects/batch              transfer "basic"; no actions when the object exists
     PUT  /lfs-upload/{oid}                               the upload href; sha256 and size are checked
-    POST /api/models/{ns}/{name}/commit/{branch}          NDJSON header / file / lfsFile / deletedFile / deletedFolder
+    POST /api/{type}/{ns}/{name}/commit/{branch}         NDJSON header / file / lfsFile / deletedFile / deletedFolder
     POST /api/validate-yaml                              checks model-index like the Hub does (400 + message)
-    HEAD|GET /{ns}/{name}/resolve/{rev}/{path}           X-Repo-Commit, ETag, X-Linked-Etag/-Size (LFS), Range
-    GET  /api/models/{ns}/{name}/tree/{rev}[/{path}]      ?recursive=1
-    POST /api/models/{ns}/{name}/paths-info/{rev}
-    GET  /api/models/{ns}/{name}/refs
-    POST|DELETE /api/models/{ns}/{name}/branch/{branch}   POST /api/models/{ns}/{name}/tag/{rev}
+    HEAD|GET /{repo}/resolve/{rev}/{path}                X-Repo-Commit, ETag, X-Linked-Etag/-Size (LFS), Range
+    GET  /api/{type}/{ns}/{name}/tree/{rev}[/{path}]     ?recursive=1
+    POST /api/{type}/{ns}/{name}/paths-info/{rev}
+    GET  /api/{type}/{ns}/{name}/refs
+    POST|DELETE /api/{type}/{ns}/{name}/branch/{branch}  POST /api/{type}/{ns}/{name}/tag/{rev}
+    POST /api/collections                                title, namespace, description, private; 409 + {"slug"} when
+                                                         the namespace has a collection of that title
+    GET  /api/collections?owner={ns}[&limit=N]           newest first, at most 4 items each, no position
+    GET  /api/collections/{ns}/{slug}-{24 hex}           slug, title, owner {name}, items, position, lastUpdated...
+    POST /api/collections/{ns}/{slug}-{24 hex}/items     {"item": {"type": model|dataset, "id"}, "note"}; 404 for an
+                                                         unknown repository, 409 for an item already there
 Errors carry the Hub's `X-Error-Code` (RepoNotFound, RevisionNotFound, EntryNotFound) and a JSON {"error": ...}.
 Anything else answers 404 "unsupported endpoint" and is logged as UNHANDLED on stderr, so a new client call shows up.
 """
@@ -70,6 +84,7 @@ LFS_PATTERNS = (
 )
 GITATTRIBUTES = "".join(f"{pattern} filter=lfs diff=lfs merge=lfs -text\n" for pattern in LFS_PATTERNS).encode()
 USER = "tester"
+REPO_TYPES = ("model", "dataset")
 
 
 class HubError(Exception):
@@ -100,12 +115,14 @@ class HubStore:
         self.objects = root / "objects"
         self.objects.mkdir(parents=True, exist_ok=True)
         self.state_path = root / "state.json"
-        self.repos: dict = json.loads(self.state_path.read_text()) if self.state_path.is_file() else {}
+        state = json.loads(self.state_path.read_text()) if self.state_path.is_file() else {}
+        self.collections: dict = state.pop("collections", {})  # by slug
+        self.repos: dict = state  # by repo_path(): every other key of state.json
         self.lock = threading.RLock()
 
     def save(self) -> None:
         tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.repos, indent=1))
+        tmp.write_text(json.dumps({**self.repos, "collections": self.collections}, indent=1))
         os.replace(tmp, self.state_path)
 
     # objects
@@ -126,19 +143,19 @@ class HubStore:
         return (self.objects / sha256).read_bytes()
 
     # repositories and revisions
-    def repo(self, repo_id: str, user: str | None) -> dict:
-        repo = self.repos.get(repo_id)
+    def repo(self, key: str, user: str | None) -> dict:
+        repo = self.repos.get(key)
         if repo is None or (repo["private"] and user is None):
-            raise HubError(404, f"Repository {repo_id} not found", "RepoNotFound")
+            raise HubError(404, f"Repository {key} not found", "RepoNotFound")
         return repo
 
-    def create_repo(self, repo_id: str, private: bool) -> dict:
-        if repo_id in self.repos:
-            raise HubError(409, "You already created this model repo", extra={"url": repo_id})
-        self.repos[repo_id] = {"private": private, "createdAt": now(), "commits": {}, "branches": {}, "tags": {}}
+    def create_repo(self, key: str, repo_type: str, private: bool) -> dict:
+        if key in self.repos:
+            raise HubError(409, f"You already created this {repo_type} repo")
+        self.repos[key] = {"private": private, "createdAt": now(), "commits": {}, "branches": {}, "tags": {}}
         entry = self.file_entry(GITATTRIBUTES, lfs=False)
-        self.commit(repo_id, "main", "initial commit", "", {".gitattributes": entry}, parent=None)
-        return self.repos[repo_id]
+        self.commit(key, "main", "initial commit", "", {".gitattributes": entry}, parent=None)
+        return self.repos[key]
 
     def resolve(self, repo: dict, revision: str) -> dict:
         commit_id = repo["branches"].get(revision) or repo["tags"].get(revision)
@@ -153,15 +170,60 @@ class HubStore:
         oid = git_blob_oid(lfs_pointer(sha256, len(data)) if lfs else data)  # git's oid of the pointer or the file
         return {"oid": oid, "size": len(data), "sha256": sha256, "lfs": lfs}
 
-    def commit(self, repo_id: str, branch: str, title: str, description: str, files: dict, parent: str | None) -> str:
-        repo = self.repos[repo_id]
+    def commit(self, key: str, branch: str, title: str, description: str, files: dict, parent: str | None) -> str:
+        repo = self.repos[key]
         body = {"parent": parent, "title": title, "message": description, "date": now(), "files": files}
-        unique = json.dumps([repo_id, branch, time.time_ns(), body], sort_keys=True)
+        unique = json.dumps([key, branch, time.time_ns(), body], sort_keys=True)
         commit_id = hashlib.sha1(unique.encode()).hexdigest()
         repo["commits"][commit_id] = {"id": commit_id, **body}
         repo["branches"][branch] = commit_id
         self.save()
         return commit_id
+
+    # collections
+    def collection(self, slug: str, user: str | None) -> dict:
+        collection = self.collections.get(slug)
+        if collection is None or (collection["private"] and user is None):
+            raise HubError(404, f"Collection {slug} not found")
+        return collection
+
+    def create_collection(self, namespace: str, title: str, description: str | None, private: bool) -> dict:
+        for slug, existing in self.collections.items():
+            if existing["namespace"] == namespace and existing["title"] == title:
+                message = f"A collection titled {title!r} already exists in {namespace}"
+                raise HubError(409, message, extra={"slug": slug})
+        object_id = hashlib.sha1(f"{namespace}/{title}/{time.time_ns()}".encode()).hexdigest()[:24]
+        slug = f"{namespace}/{slugify(title)}-{object_id}"
+        self.collections[slug] = {
+            "slug": slug,
+            "id": object_id,
+            "namespace": namespace,
+            "title": title,
+            "description": description,
+            "private": private,
+            "lastUpdated": now(),
+            "items": [],
+        }
+        self.save()
+        return self.collections[slug]
+
+    def add_collection_item(self, collection: dict, item_type: str, item_id: str, note: str | None) -> None:
+        if any((item["type"], item["id"]) == (item_type, item_id) for item in collection["items"]):
+            raise HubError(409, f"The {item_type} {item_id} is already in the collection {collection['slug']}")
+        object_id = hashlib.sha1(f"{collection['slug']}/{item_type}/{item_id}".encode()).hexdigest()[:24]
+        collection["items"].append({"_id": object_id, "id": item_id, "type": item_type, "note": note})
+        collection["lastUpdated"] = now()
+        self.save()
+
+
+def repo_path(repo_type: str, repo_id: str) -> str:
+    """The Hub's URL path of a repository (models at `ns/name`, datasets at `datasets/ns/name`), which is also its key
+    in state.json (so state files written when only models existed stay readable)."""
+    return repo_id if repo_type == "model" else f"{repo_type}s/{repo_id}"
+
+
+def slugify(title: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or "collection"
 
 
 def wants_lfs(path: str, size: int, sample: bytes) -> bool:
@@ -212,6 +274,7 @@ class HubHandler(BaseHTTPRequestHandler):
     server_version = "LocalHubTestServer/1.0"
     store: HubStore
     tokens: frozenset[str]
+    routes: list  # ROUTES, and COLLECTION_ROUTES unless the server runs with --no_collections
 
     # plumbing
     def log_message(self, format, *args):  # request lines only (no headers, so never a token)
@@ -233,6 +296,11 @@ class HubHandler(BaseHTTPRequestHandler):
         if user is None:
             raise HubError(401, "You must be authenticated to do this (no token in the Authorization header)")
         return user
+
+    def find_repo(self, repo_type: str, ns: str, name: str, write: bool = False) -> tuple[str, dict]:
+        """The repository's key (its repo_path) and record; `write` requires a valid token."""
+        key = repo_path(repo_type, f"{ns}/{name}")
+        return key, self.store.repo(key, self.require_user() if write else self.user())
 
     def read_body(self) -> bytes:
         """The request body (read once, before routing, so that an error answer never leaves it in the stream)."""
@@ -272,7 +340,7 @@ class HubHandler(BaseHTTPRequestHandler):
         try:
             self.read_body()
             with self.store.lock:
-                for method, pattern, handler in ROUTES:
+                for method, pattern, handler in self.routes:
                     if self.command in method and (match := pattern(parts)) is not None:
                         return handler(self, *match, query=query)
             sys.stderr.write(f"UNHANDLED {self.command} {self.path}\n")
@@ -298,33 +366,30 @@ class HubHandler(BaseHTTPRequestHandler):
     def create_repo(self, query):
         self.require_user()
         body = self.json_body()
-        if body.get("type", "model") != "model":
-            raise HubError(400, "local hub test server: only model repositories are supported")
+        repo_type = body.get("type") or "model"
+        if repo_type not in REPO_TYPES:
+            raise HubError(400, f"local hub test server: repo type {repo_type!r} is not supported (use {REPO_TYPES})")
         repo_id = f"{body.get('organization') or USER}/{body['name']}"
-        url = f"{self.base_url()}/{repo_id}"
+        key = repo_path(repo_type, repo_id)
+        url = f"{self.base_url()}/{key}"
         try:
             private = body.get("visibility", "private" if body.get("private") else "public") != "public"
-            self.store.create_repo(repo_id, private)
+            self.store.create_repo(key, repo_type, private)
         except HubError as error:
             error.extra["url"] = url
             raise
-        self.send(200, {"url": url, "name": repo_id, "id": hashlib.sha1(repo_id.encode()).hexdigest()[:24]})
+        self.send(200, {"url": url, "name": repo_id, "id": hashlib.sha1(key.encode()).hexdigest()[:24]})
 
-    def model_info(self, ns, name, revision="main", query=None):
-        repo_id = f"{ns}/{name}"
-        repo = self.store.repo(repo_id, self.user())
+    def repo_info(self, repo_type, ns, name, revision="main", *, query):
+        key, repo = self.find_repo(repo_type, ns, name)
         commit = self.store.resolve(repo, revision)
         files = commit["files"]
         metadata = card_metadata(files, self.store)
-        config = {}
-        if "config.json" in files:
-            full = json.loads(self.store.read_object(files["config.json"]["sha256"]))
-            config = {k: full[k] for k in ("architectures", "model_type", "auto_map") if k in full}
-        siblings = [{"rfilename": path} for path in sorted(files)]
+        blobs = query.get("blobs", "false").lower() in ("1", "true")
+        siblings = [sibling_json(path, files[path], blobs) for path in sorted(files)]
         payload = {
-            "_id": hashlib.sha1(repo_id.encode()).hexdigest()[:24],
-            "id": repo_id,
-            "modelId": repo_id,
+            "_id": hashlib.sha1(key.encode()).hexdigest()[:24],
+            "id": f"{ns}/{name}",
             "author": ns,
             "sha": commit["id"],
             "lastModified": commit["date"],
@@ -335,18 +400,15 @@ class HubHandler(BaseHTTPRequestHandler):
             "downloads": 0,
             "likes": 0,
             "tags": metadata.get("tags") or [],
-            "library_name": metadata.get("library_name"),
-            "pipeline_tag": metadata.get("pipeline_tag"),
             "cardData": metadata or None,
-            "model-index": metadata.get("model-index"),
-            "config": config,
             "siblings": siblings,
         }
+        if repo_type == "model":
+            payload.update(model_fields(files, metadata, self.store), modelId=payload["id"])
         self.send(200, payload)
 
-    def preupload(self, ns, name, revision, query):
-        self.require_user()
-        repo = self.store.repo(f"{ns}/{name}", USER)
+    def preupload(self, repo_type, ns, name, revision, query):
+        _, repo = self.find_repo(repo_type, ns, name, write=True)
         files = self.store.resolve(repo, revision)["files"]
         answers = []
         for item in self.json_body()["files"]:
@@ -360,9 +422,8 @@ class HubHandler(BaseHTTPRequestHandler):
             )
         self.send(200, {"files": answers, "commitOid": self.store.resolve(repo, revision)["id"]})
 
-    def lfs_batch(self, ns, name, query):
-        self.require_user()
-        self.store.repo(f"{ns}/{name}", USER)
+    def lfs_batch(self, repo_type, ns, name, query):
+        self.find_repo(repo_type, ns, name, write=True)
         body = self.json_body()
         if body.get("operation") != "upload":
             raise HubError(400, "local hub test server: only LFS uploads are supported (downloads use /resolve)")
@@ -382,10 +443,8 @@ class HubHandler(BaseHTTPRequestHandler):
         self.store.put_object(data)
         self.send(200, {})
 
-    def commit(self, ns, name, branch, query):
-        self.require_user()
-        repo_id = f"{ns}/{name}"
-        repo = self.store.repo(repo_id, USER)
+    def commit(self, repo_type, ns, name, branch, query):
+        key, repo = self.find_repo(repo_type, ns, name, write=True)
         if query.get("create_pr"):
             raise HubError(400, "local hub test server: pull requests are not supported")
         if branch not in repo["branches"]:
@@ -397,34 +456,34 @@ class HubHandler(BaseHTTPRequestHandler):
             if not line.strip():
                 continue
             item = json.loads(line)
-            key, value = item["key"], item["value"]
-            if key == "header":
+            kind, value = item["key"], item["value"]
+            if kind == "header":
                 header = value
-            elif key == "file":
+            elif kind == "file":
                 files[value["path"]] = self.store.file_entry(base64.b64decode(value["content"]), lfs=False)
-            elif key == "lfsFile":
+            elif kind == "lfsFile":
                 if not self.store.has_object(value["oid"], value.get("size")):
                     raise HubError(400, f"LFS object {value['oid']} for {value['path']} was not uploaded")
                 size = (self.store.objects / value["oid"]).stat().st_size
                 pointer_oid = git_blob_oid(lfs_pointer(value["oid"], size))
                 files[value["path"]] = {"oid": pointer_oid, "size": size, "sha256": value["oid"], "lfs": True}
-            elif key == "deletedFile":
+            elif kind == "deletedFile":
                 if files.pop(value["path"], None) is None:
-                    raise HubError(404, f"{value['path']} does not exist in {repo_id}@{branch}", "EntryNotFound")
-            elif key == "deletedFolder":
+                    raise HubError(404, f"{value['path']} does not exist in {key}@{branch}", "EntryNotFound")
+            elif kind == "deletedFolder":
                 prefix = value["path"].rstrip("/") + "/"
                 files = {path: entry for path, entry in files.items() if not path.startswith(prefix)}
             else:
-                raise HubError(400, f"local hub test server: unsupported commit operation {key!r}")
+                raise HubError(400, f"local hub test server: unsupported commit operation {kind!r}")
         parent = header.get("parentCommit")
         if parent and parent != head["id"]:
             raise HubError(412, f"A commit has happened since {parent} on {branch}; pull and retry")
         metadata = card_metadata(files, self.store)
         validate_model_index(metadata)
         commit_id = self.store.commit(
-            repo_id, branch, header.get("summary", ""), header.get("description", ""), files, head["id"]
+            key, branch, header.get("summary", ""), header.get("description", ""), files, head["id"]
         )
-        url = f"{self.base_url()}/{repo_id}/commit/{commit_id}"
+        url = f"{self.base_url()}/{key}/commit/{commit_id}"
         self.send(
             200, {"success": True, "commitOid": commit_id, "commitUrl": url, "hookOutput": "", "pullRequestUrl": None}
         )
@@ -439,8 +498,8 @@ class HubHandler(BaseHTTPRequestHandler):
         validate_model_index(metadata)
         self.send(200, {"errors": [], "warnings": []})
 
-    def resolve_file(self, ns, name, revision, *path, query):
-        repo = self.store.repo(f"{ns}/{name}", self.user())
+    def resolve_file(self, repo_type, ns, name, revision, *path, query):
+        _, repo = self.find_repo(repo_type, ns, name)
         commit = self.store.resolve(repo, revision)
         entry = commit["files"].get("/".join(path))
         if entry is None:
@@ -463,8 +522,8 @@ class HubHandler(BaseHTTPRequestHandler):
             return
         self.send(status, headers=headers, raw=data)
 
-    def tree(self, ns, name, revision, *path, query):
-        files = self.store.resolve(self.store.repo(f"{ns}/{name}", self.user()), revision)["files"]
+    def tree(self, repo_type, ns, name, revision, *path, query):
+        files = self.store.resolve(self.find_repo(repo_type, ns, name)[1], revision)["files"]
         folder = "/".join(path)
         prefix = folder + "/" if folder else ""
         if folder and not any(p.startswith(prefix) for p in files):
@@ -481,8 +540,8 @@ class HubHandler(BaseHTTPRequestHandler):
             folders.update(prefix + "/".join(rest[: i + 1]) for i in range(depth))
         self.send(200, entries + [folder_json(f) for f in sorted(folders)])
 
-    def paths_info(self, ns, name, revision, query):
-        files = self.store.resolve(self.store.repo(f"{ns}/{name}", self.user()), revision)["files"]
+    def paths_info(self, repo_type, ns, name, revision, query):
+        files = self.store.resolve(self.find_repo(repo_type, ns, name)[1], revision)["files"]
         body = self.read_body()
         if self.headers.get("Content-Type", "").startswith("application/json"):
             paths = json.loads(body).get("paths", [])
@@ -496,8 +555,8 @@ class HubHandler(BaseHTTPRequestHandler):
                 entries.append(folder_json(wanted.rstrip("/")))
         self.send(200, entries)
 
-    def refs(self, ns, name, query):
-        repo = self.store.repo(f"{ns}/{name}", self.user())
+    def refs(self, repo_type, ns, name, query):
+        _, repo = self.find_repo(repo_type, ns, name)
 
         def listing(refs: dict, kind: str) -> list[dict]:
             return [{"name": n, "ref": f"refs/{kind}/{n}", "targetCommit": c} for n, c in sorted(refs.items())]
@@ -511,9 +570,8 @@ class HubHandler(BaseHTTPRequestHandler):
             payload["pullRequests"] = []
         self.send(200, payload)
 
-    def branch(self, ns, name, branch, query):
-        self.require_user()
-        repo = self.store.repo(f"{ns}/{name}", USER)
+    def branch(self, repo_type, ns, name, branch, query):
+        _, repo = self.find_repo(repo_type, ns, name, write=True)
         if self.command == "DELETE":
             if repo["branches"].pop(branch, None) is None:
                 raise HubError(404, f"Branch {branch} not found", "RevisionNotFound")
@@ -525,9 +583,8 @@ class HubHandler(BaseHTTPRequestHandler):
         self.store.save()
         self.send(200, {})
 
-    def tag(self, ns, name, revision, query):
-        self.require_user()
-        repo = self.store.repo(f"{ns}/{name}", USER)
+    def tag(self, repo_type, ns, name, revision, query):
+        _, repo = self.find_repo(repo_type, ns, name, write=True)
         tag = self.json_body()["tag"]
         if tag in repo["tags"]:
             raise HubError(409, f"Tag {tag} already exists")
@@ -535,11 +592,115 @@ class HubHandler(BaseHTTPRequestHandler):
         self.store.save()
         self.send(200, {})
 
+    # collections
+    def list_collections(self, query):
+        if "item" in query:
+            raise HubError(400, "local hub test server: list_collections filters by owner only (drop `item`)")
+        user, owner = self.user(), query.get("owner")
+        listed = [
+            c
+            for c in self.store.collections.values()
+            if (owner is None or c["namespace"] == owner) and not (c["private"] and user is None)
+        ]
+        listed.sort(key=lambda c: c["lastUpdated"], reverse=True)
+        limit = int(query.get("limit", len(listed)))
+        self.send(200, [self.collection_json(c, listing=True) for c in listed[:limit]])
+
+    def create_collection(self, query):
+        self.require_user()
+        body = self.json_body()
+        if not body.get("title") or not body.get("namespace"):
+            raise HubError(400, "A collection needs a non-empty title and a namespace")
+        collection = self.store.create_collection(
+            body["namespace"], body["title"], body.get("description"), bool(body.get("private"))
+        )
+        self.send(200, self.collection_json(collection))
+
+    def get_collection(self, ns, slug, query):
+        self.send(200, self.collection_json(self.store.collection(f"{ns}/{slug}", self.user())))
+
+    def add_collection_item(self, ns, slug, query):
+        collection = self.store.collection(f"{ns}/{slug}", self.require_user())
+        body = self.json_body()
+        item_type, item_id = body["item"]["type"], body["item"]["id"]
+        if item_type not in REPO_TYPES:
+            raise HubError(400, f"local hub test server: collection items are repositories of type {REPO_TYPES}")
+        self.store.repo(repo_path(item_type, item_id), USER)  # the Hub answers 404 for an item it does not have
+        self.store.add_collection_item(collection, item_type, item_id, body.get("note"))
+        self.send(200, self.collection_json(collection))
+
+    def collection_json(self, collection: dict, listing: bool = False) -> dict:
+        """A collection as the Hub answers it (owner object, items with their positions, lastUpdated, theme...) and
+        its position among its owner's collections; in a `listing`, at most 4 items and no position (the client
+        numbers the listing itself)."""
+        namespace = collection["namespace"]
+        items = [
+            {
+                "_id": item["_id"],
+                "id": item["id"],
+                "type": item["type"],
+                "repoType": item["type"],
+                "author": item["id"].split("/")[0],
+                "position": index,
+                **({"note": {"text": item["note"], "html": item["note"]}} if item["note"] is not None else {}),
+            }
+            for index, item in enumerate(collection["items"][: 4 if listing else None])
+        ]
+        payload = {
+            "slug": collection["slug"],
+            "id": collection["id"],
+            "title": collection["title"],
+            "description": collection["description"],
+            "owner": {"_id": "0" * 24, "name": namespace, "fullname": namespace, "type": "user", "avatarUrl": ""},
+            "items": items,
+            "lastUpdated": collection["lastUpdated"],
+            "theme": "orange",
+            "private": collection["private"],
+            "gating": False,
+            "upvotes": 0,
+            "isUpvotedByUser": False,
+            "shareUrl": f"{self.base_url()}/collections/{collection['slug']}",
+        }
+        if not listing:
+            owned = [slug for slug, c in self.store.collections.items() if c["namespace"] == namespace]
+            payload["position"] = owned.index(collection["slug"])
+        return payload
+
+
+def model_fields(files: dict, metadata: dict, store: HubStore) -> dict:
+    """What the Hub adds to the info of a model repository: library, pipeline, model-index, config."""
+    config = {}
+    if "config.json" in files:
+        full = json.loads(store.read_object(files["config.json"]["sha256"]))
+        config = {k: full[k] for k in ("architectures", "model_type", "auto_map") if k in full}
+    return {
+        "library_name": metadata.get("library_name"),
+        "pipeline_tag": metadata.get("pipeline_tag"),
+        "model-index": metadata.get("model-index"),
+        "config": config,
+    }
+
+
+def lfs_json(entry: dict) -> dict:
+    pointer_size = len(lfs_pointer(entry["sha256"], entry["size"]))
+    return {"oid": entry["sha256"], "size": entry["size"], "pointerSize": pointer_size}
+
+
+def sibling_json(path: str, entry: dict, blobs: bool) -> dict:
+    """A repo info's sibling; with `?blobs=true`, also its size, blob id and LFS details."""
+    if not blobs:
+        return {"rfilename": path}
+    sibling = {"rfilename": path, "size": entry["size"], "blobId": entry["oid"]}
+    if entry["lfs"]:
+        lfs = lfs_json(entry)
+        sibling["lfs"] = {"sha256": lfs["oid"], "size": lfs["size"], "pointerSize": lfs["pointerSize"]}
+    return sibling
+
 
 def file_json(path: str, entry: dict) -> dict:
     item = {"type": "file", "oid": entry["oid"], "size": entry["size"], "path": path}
     if entry["lfs"]:
-        item["lfs"] = {"oid": entry["sha256"], "size": entry["size"], "pointerSize": 134}
+        item["lfs"] = lfs_json(entry)
     return item
 
 
@@ -547,11 +708,12 @@ def folder_json(path: str) -> dict:
     return {"type": "directory", "oid": hashlib.sha1(path.encode()).hexdigest(), "size": 0, "path": path}
 
 
-def route(*template: str):
-    """Match URL segments against a template: literals, `{x}` one segment, `{*x}` the rest (one or more)."""
+def route(*template: str, repo_type: str | None = None):
+    """Match URL segments against a template: literals, `{}` one segment, `{}.git` one segment ending in .git, `{*}`
+    the rest (one or more). The handler gets `repo_type` (when given) and the captured segments as arguments."""
 
     def match(parts: list[str]):
-        captured = []
+        captured = [] if repo_type is None else [repo_type]
         for index, piece in enumerate(template):
             if piece == "{*}":
                 rest = parts[index:]
@@ -572,24 +734,48 @@ def route(*template: str):
 
 
 H = HubHandler
+
+
+def repo_routes(repo_type: str) -> list:
+    """The routes of one repository type: its API under /api/{type}s/{ns}/{name}, its git and files under its
+    repo_path (/{ns}/{name} for models, /datasets/{ns}/{name} for datasets)."""
+    api = ("api", f"{repo_type}s", "{}", "{}")
+    *web_prefix, _ = repo_path(repo_type, "{}/{}").split("/")  # ("datasets", "{}") or ("{}",)
+    web, git = (*web_prefix, "{}"), (*web_prefix, "{}.git")
+
+    def typed(*template: str):
+        return route(*template, repo_type=repo_type)
+
+    return [
+        (("GET",), typed(*api), H.repo_info),
+        (("GET",), typed(*api, "revision", "{}"), H.repo_info),
+        (("POST",), typed(*api, "preupload", "{}"), H.preupload),
+        (("POST",), typed(*git, "info", "lfs", "objects", "batch"), H.lfs_batch),
+        (("POST",), typed(*api, "commit", "{}"), H.commit),
+        (("GET", "HEAD"), typed(*web, "resolve", "{}", "{*}"), H.resolve_file),
+        (("GET",), typed(*api, "tree", "{}"), H.tree),
+        (("GET",), typed(*api, "tree", "{}", "{*}"), H.tree),
+        (("POST",), typed(*api, "paths-info", "{}"), H.paths_info),
+        (("GET",), typed(*api, "refs"), H.refs),
+        (("POST", "DELETE"), typed(*api, "branch", "{}"), H.branch),
+        (("POST",), typed(*api, "tag", "{}"), H.tag),
+    ]
+
+
 ROUTES = [
     (("GET",), route("api", "whoami-v2"), H.whoami),
     (("GET",), route("api", "agent-harnesses"), H.agent_harnesses),
     (("POST",), route("api", "repos", "create"), H.create_repo),
-    (("GET",), route("api", "models", "{}", "{}"), H.model_info),
-    (("GET",), route("api", "models", "{}", "{}", "revision", "{}"), H.model_info),
-    (("POST",), route("api", "models", "{}", "{}", "preupload", "{}"), H.preupload),
-    (("POST",), route("{}", "{}.git", "info", "lfs", "objects", "batch"), H.lfs_batch),
     (("PUT",), route("lfs-upload", "{}"), H.lfs_upload),
-    (("POST",), route("api", "models", "{}", "{}", "commit", "{}"), H.commit),
     (("POST",), route("api", "validate-yaml"), H.validate_yaml),
-    (("GET", "HEAD"), route("{}", "{}", "resolve", "{}", "{*}"), H.resolve_file),
-    (("GET",), route("api", "models", "{}", "{}", "tree", "{}"), H.tree),
-    (("GET",), route("api", "models", "{}", "{}", "tree", "{}", "{*}"), H.tree),
-    (("POST",), route("api", "models", "{}", "{}", "paths-info", "{}"), H.paths_info),
-    (("GET",), route("api", "models", "{}", "{}", "refs"), H.refs),
-    (("POST", "DELETE"), route("api", "models", "{}", "{}", "branch", "{}"), H.branch),
-    (("POST",), route("api", "models", "{}", "{}", "tag", "{}"), H.tag),
+    # dataset routes first: a /datasets/... URL is a dataset's even where it would also parse as a model's
+    *(entry for repo_type in ("dataset", "model") for entry in repo_routes(repo_type)),
+]
+COLLECTION_ROUTES = [
+    (("GET",), route("api", "collections"), H.list_collections),
+    (("POST",), route("api", "collections"), H.create_collection),
+    (("GET",), route("api", "collections", "{}", "{}"), H.get_collection),
+    (("POST",), route("api", "collections", "{}", "{}", "items"), H.add_collection_item),
 ]
 
 
@@ -597,10 +783,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Local Hub HTTP API for spt_hf's tests (test infrastructure).")
     parser.add_argument("--root", required=True, help="folder for objects/ and state.json")
     parser.add_argument("--port", type=int, default=0, help="0: a free port (printed on the ready line)")
+    parser.add_argument(
+        "--no_collections",
+        action="store_true",
+        default=os.environ.get("LOCAL_HUB_NO_COLLECTIONS") == "1",
+        help="answer 404 (unsupported endpoint) on every /api/collections endpoint, like a Hub without collections",
+    )
     args = parser.parse_args(argv)
     handler = type("Handler", (HubHandler,), {})
     handler.store = HubStore(Path(args.root))
     handler.tokens = frozenset(t for t in os.environ.get("LOCAL_HUB_TOKENS", "").split(",") if t)
+    handler.routes = ROUTES + ([] if args.no_collections else COLLECTION_ROUTES)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), handler)
     server.daemon_threads = True
     print(f"LOCAL_HUB_READY http://127.0.0.1:{server.server_address[1]}", flush=True)
