@@ -27,9 +27,7 @@ def test_cells_are_the_phase_folders_of_the_layout_and_the_published_results(tmp
     (trial.parent / "tune_trial.json").write_text("{}")
     phase(tmp_path, "published/me__cmp/results/digits/dlr/full/seed0/finetune")
     (tmp_path / "published/me__cmp/comparison.json").write_text(
-        json.dumps(
-            {"models": [{"path": "digits/dlr/full/seed0/finetune", "repo_id": "me/cmp-dlr-finetune-seed0"}]}
-        )
+        json.dumps({"models": [{"path": "digits/dlr/full/seed0/finetune", "repo_id": "me/cmp-dlr-finetune-seed0"}]})
     )
     cells = find_cells(tmp_path)
     assert [(c.path, c.published) for c in cells] == [
@@ -93,3 +91,26 @@ def test_settings_recorded_keep_the_architectures_of_earlier_calls(tmp_path):
     record_settings(CompareSpec(tasks=["digits"], architectures=["transformer"], output_dir=str(tmp_path)))
     path = record_settings(CompareSpec(tasks=["digits"], architectures=["s4", "transformer"], output_dir=str(tmp_path)))
     assert json.loads(path.read_text())["settings"]["architectures"] == ["transformer", "s4"]
+
+
+def test_a_hub_without_collections_gets_a_note_not_a_failure():
+    import httpx2
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from spt_hf.hub.publish import group_in_collection
+
+    class NoCollections:
+        def create_collection(self, *args, **kwargs):
+            request = httpx2.Request("POST", "http://127.0.0.1:1/api/collections")
+            raise HfHubHTTPError("404 unsupported endpoint", response=httpx2.Response(404, request=request))
+
+    note = group_in_collection(NoCollections(), "me/cmp", [("me/a", "model")], private=False)
+    assert note.startswith("no collection: the Hub at ") and note.endswith("has no collections API (HTTP 404)")
+
+    class Broken(NoCollections):
+        def create_collection(self, *args, **kwargs):
+            request = httpx2.Request("POST", "http://127.0.0.1:1/api/collections")
+            raise HfHubHTTPError("500 server error", response=httpx2.Response(500, request=request))
+
+    with pytest.raises(HfHubHTTPError, match="500"):  # any other failure is one, and the push says how to resume
+        group_in_collection(Broken(), "me/cmp", [("me/a", "model")], private=False)
