@@ -81,6 +81,10 @@ def test_an_extension_must_keep_every_setting_of_the_published_comparison(tmp_pa
         "architectures ['transformer'] are already in it (give only those to add)",
         "tasks ['text'] are not in it (its tasks: ['digits', 'listops'])",
     ]
+    other_recipes = CompareSpec(tasks=["digits"], architectures=["dlr"], budget="tied", recipes_dir="cpu")
+    assert extension_problems(comparison_settings(other_recipes), theirs) == [
+        "recipes 'recipes/cpu' (published: 'recipes')"
+    ]
     patience = CompareSpec(
         tasks=["digits"], architectures=["dlr"], seeds=[0, 1, 2], budget="tied", early_stopping_patience=3
     )

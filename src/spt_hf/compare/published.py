@@ -2,12 +2,12 @@
 one fairly.
 
 `spt-hf compare` records what makes its rows comparable in `OUTPUT_DIR/comparison.json` (`settings`): the tasks,
-architectures, seeds, training set sizes, baseline, budget rule, preset, early stopping, recipe overrides and the
-search. `spt-hf push --comparison` publishes them with the results. `spt-hf compare --extends NS/NAME` fetches a
-published comparison's results into `OUTPUT_DIR/published/` (they join the report, and a push of the folder sends
-the union) and trains only the architectures it adds, after checking that they get the published comparison's
-settings: a new arm trained with other seeds, another budget rule or patience would not be comparable to the rows it
-joins, so it is refused in one line naming each difference.
+architectures, recipe folder, seeds, training set sizes, baseline, budget rule, preset, early stopping, recipe
+overrides and the search. `spt-hf push --comparison` publishes them with the results. `spt-hf compare --extends
+NS/NAME` fetches a published comparison's results into `OUTPUT_DIR/published/` (they join the report, and a push of
+the folder sends the union) and trains only the architectures it adds, after checking that they get the published
+comparison's settings: a new arm trained with other seeds, another budget rule or patience would not be comparable
+to the rows it joins, so it is refused in one line naming each difference.
 """
 
 import dataclasses
@@ -16,10 +16,12 @@ from pathlib import Path
 
 from ..checkpoints import write_json_atomic
 from ..hub.comparison import MANIFEST_FILE, PUBLISHED_DIR, fetch_published
-from .plan import CompareSpec, task_file_tasks
+from ..recipes.loading import RECIPES_DIR
+from .plan import CompareSpec, recipe_folder, task_file_tasks
 
 # The settings an extension must share with the comparison it extends (tasks and architectures are checked apart).
 SHARED_SETTINGS = (
+    "recipes",
     "seeds",
     "num_train_examples",
     "with_scratch",
@@ -37,6 +39,7 @@ def comparison_settings(spec: CompareSpec) -> dict:
     return {
         "tasks": [*spec.tasks, *task_file_tasks(spec.task_configs, spec.tasks)],
         "architectures": list(spec.architectures),
+        "recipes": recipes_label(spec),
         "seeds": list(spec.seeds),
         "num_train_examples": list(spec.num_train_examples),
         "with_scratch": spec.with_scratch,
@@ -47,6 +50,18 @@ def comparison_settings(spec: CompareSpec) -> dict:
         "task_overrides": spec.task_overrides,
         "tune": dataclasses.asdict(spec.tune) if spec.tune is not None else None,
     }
+
+
+def recipes_label(spec: CompareSpec) -> str | None:
+    """Where the named tasks' recipes come from, the same on every machine: a shipped folder by its name
+    (`recipes` for the paper's, `recipes/cpu`), "own folder" for a folder of one's own; None without named tasks
+    (task files' recipes are the preset's)."""
+    if not spec.tasks:
+        return None
+    folder = recipe_folder(spec.recipes_dir).resolve()
+    if not folder.is_relative_to(RECIPES_DIR):
+        return "own folder"
+    return Path("recipes", folder.relative_to(RECIPES_DIR)).as_posix()
 
 
 def record_settings(spec: CompareSpec) -> Path:
