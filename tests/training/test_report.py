@@ -462,7 +462,7 @@ def test_the_across_task_numbers_are_those_of_runs_csv_recomputed_with_scipy(tmp
     assert aggregate["ranks"]["mean_ranks"] == pytest.approx(ranks["ranks"])
     assert aggregate["ranks"]["friedman_p"] == pytest.approx(ranks["friedman_p"])
     assert aggregate["ranks"]["critical_difference"] == pytest.approx(2.569 * np.sqrt(4 * 5 / (6 * 3)), abs=1e-3)
-    assert "## Across tasks" in text and "| spt_s4 | +9.00 | +0.33 | +12.33 | +7.22 | 3 / 0 / 0 | 0.25 |" in text
+    assert "## Across tasks" in text and "| spt_s4 | +9.0 | +0.3 | +12.3 | +7.2 | 3 / 0 / 0 | 0.25 |" in text
     assert "cannot go below 0.25" in text and "![critical_difference](critical_difference.png)" in text
     assert (tmp_path / "out" / "critical_difference.png").stat().st_size > 0
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .rows import Row, metric_scale
+from .rows import Row, metric_digits, metric_scale
 from .statistics import ALPHA
 
 ARMS = {"baseline": "baseline", "spt": "SPT + finetune"}  # `Row.side` name -> how the report names the arm
@@ -223,13 +223,14 @@ def across_tasks_section(result: AcrossTasks) -> str:
     the mean ranks with Friedman and the critical difference."""
     metrics = set(result.metrics.values())
     scale = metric_scale(next(iter(metrics))) if len(metrics) == 1 else 1.0
+    digits = metric_digits(next(iter(metrics))) if len(metrics) == 1 else 3  # (mixed: fractions and R², as they are)
     unit = {100.0: "accuracy in percentage points", 1.0: "R²"}[scale] if len(metrics) == 1 else MIXED_UNITS
     header = "| architecture | " + " | ".join(result.tasks) + " | mean Δ | wins / ties / losses | p (Wilcoxon) |"
     lines = [header, "|---" * (len(result.tasks) + 4) + "|"]
     notes = []
     for s in result.architectures:
-        cells = [f"{s.per_task[t]['delta'] * scale:+.2f}" if t in s.per_task else "—" for t in result.tasks]
-        mean = f"{s.mean_delta * scale:+.2f}" if s.mean_delta is not None else "—"
+        cells = [f"{s.per_task[t]['delta'] * scale:+.{digits}f}" if t in s.per_task else "—" for t in result.tasks]
+        mean = f"{s.mean_delta * scale:+.{digits}f}" if s.mean_delta is not None else "—"
         p = _p(s.wilcoxon_p, s.wilcoxon_note)
         lines.append(f"| {s.architecture} | {' | '.join(cells)} | {mean} | {s.wins} / {s.ties} / {s.losses} | {p} |")
         notes += [f"- {s.architecture}: {task} left out ({why})." for task, why in s.excluded.items()]

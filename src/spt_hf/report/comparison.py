@@ -30,7 +30,7 @@ import numpy as np
 from ..phases import StartKind
 from .across_tasks import AGGREGATE_FILE, CD_FIGURE, MIN_TASKS, across_tasks, across_tasks_section, aggregate_json
 from .plots import plot_critical_difference, plot_learning_curves, plot_test_metrics
-from .rows import KIND_NAMES, Row, Run, comparison_rows, duration_text, find_results, metric_scale
+from .rows import KIND_NAMES, Row, Run, comparison_rows, duration_text, find_results, metric_digits, metric_scale
 from .statistics import ALPHA, MIN_PAIRS, Paired, by_seed, paired_difference
 from .tuning import find_study, read_tuning, search_cost, tuned_keys, tuned_label, tuning_section
 
@@ -42,12 +42,6 @@ EARLY_EXPORT_MARK = "°"  # SPT steps of runs whose SPT phase exported an earlie
 # ----------------------------------------------------------------------------------------------------------------
 # Tables
 # ----------------------------------------------------------------------------------------------------------------
-
-
-def metric_digits(metric: str) -> int:
-    """The decimals a metric is shown with: accuracy (in percentage points, `metric_scale`) one, R² three (0.081 →
-    0.226, not 0.1 → 0.2)."""
-    return 1 if metric_scale(metric) == 100.0 else 3
 
 
 def mean_spread(values: list[float], scale: float = 100.0, digits: int = 1) -> str:

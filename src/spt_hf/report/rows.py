@@ -265,3 +265,9 @@ def learning_curve(result: dict, key: str) -> list[tuple[int, float]]:
 def metric_scale(metric: str) -> float:
     """The factor a metric is shown with: accuracy in %, R² as it is."""
     return 100.0 if metric == "accuracy" else 1.0
+
+
+def metric_digits(metric: str) -> int:
+    """The decimals a metric is shown with: accuracy (in percentage points, `metric_scale`) one, R² three (0.081 →
+    0.226, not 0.1 → 0.2)."""
+    return 1 if metric_scale(metric) == 100.0 else 3
