@@ -9,7 +9,7 @@ export HF_DATASETS_OFFLINE ?= 1
 export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: demo test test-slow test-slurm test-wheel test-plugin test-transformers lint format bench clean
+.PHONY: demo test test-slow test-slurm test-wheel test-hub test-plugin test-transformers lint format bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ test-slurm: $(STAMP)
 
 test-wheel: $(STAMP)
 	$(PY) -m pytest -q -m slow --timeout 1800 tests/packaging
+
+# A whole comparison pushed to the local Hub test server (tests/hub/hub_server.py) and read back, extended, pushed again.
+test-hub: $(STAMP)
+	$(PY) -m pytest -q -m slow --timeout 1200 tests/hub
 
 # The example architecture plugin (examples/plugin): installed into a fresh venv, its kit tests, a recipe-free compare.
 test-plugin: $(STAMP)

@@ -16,6 +16,7 @@ from hub_testing import TOKEN
 
 from spt_hf.compare import CompareSpec, run_compare
 
+pytestmark = pytest.mark.slow  # (2-3 min: `make test-hub`, which CI runs)
 NAME = "digits-cmp"
 SEEDS = [0, 1]
 PUSH = """
@@ -220,7 +221,6 @@ def extend(hub_client, folder: Path, seeds: list[int]) -> subprocess.CompletedPr
     )
 
 
-@pytest.mark.slow
 def test_an_architecture_added_to_the_published_comparison_and_the_union_pushed(published, hub_client, tmp_path):
     folder = tmp_path / NAME
     unfair = extend(hub_client, folder, seeds=[0])  # other seeds than the published rows: refused before training
