@@ -162,9 +162,9 @@ def test_checkpoints_cards_and_links(published, hub_client, comparison):
         results = json.loads((comparison / path / "results.json").read_text())
         card = info["cards"][path]
         assert f"[tester/{NAME}](" in card and f"spt-hf report --from_hub tester/{NAME}" in card
-        if model["phase"] != "spt":  # the test metric in the model-index, as results.json holds it
-            test = results["metrics"]["test"]["test_accuracy"]
-            assert ["accuracy", test, "test"] in info["model_index"][path]
+        metric = "accuracy" if model["phase"] != "spt" else "loss"  # SPT's: its objective's test loss
+        test = results["metrics"]["test"][f"test_{metric}"]  # in the model-index as results.json holds it
+        assert [metric, test, "test"] in info["model_index"][path]
     for seed in SEEDS:
         spt, finetune, scratch = (f"digits/transformer/full/seed{seed}/{p}" for p in ("spt", "finetune", "scratch"))
         repo = {path: by_path[path]["repo_id"] for path in (spt, finetune, scratch)}
