@@ -58,6 +58,15 @@ def test_repository_names_are_predictable_and_refused_when_they_collide_or_break
         repo_ids(cells, "me", "cmp", "{name}-{lr}")
 
 
+def test_a_folder_that_is_not_a_comparison_is_refused_before_anything(tmp_path):
+    from spt_hf.hub.publish import publish_comparison
+
+    with pytest.raises(FileNotFoundError, match=r"^No comparison folder .*missing: give the --output_dir"):
+        publish_comparison(tmp_path / "missing", "me", dry_run=True)
+    with pytest.raises(FileNotFoundError, match=r"holds no finished phase of a comparison"):
+        publish_comparison(tmp_path, "me", dry_run=True)
+
+
 def test_listing_gives_every_repository_its_files_and_size():
     uploads = [RepoFiles("me/a", "model", {"x": b"1" * 1500}), RepoFiles("me/cmp", "dataset", {"a": b"", "b": b"22"})]
     assert listing(uploads).splitlines() == [

@@ -210,6 +210,8 @@ def publish_comparison(
     """Push a comparison folder: its checkpoints (or those chosen), the dataset repository and the collection.
     `dry_run`: list the repositories, their file counts and sizes, and push nothing (no token needed)."""
     root = Path(folder)
+    if not root.is_dir():
+        raise FileNotFoundError(f"No comparison folder {root}: give the --output_dir of a `spt-hf compare`.")
     cells = find_cells(root)
     if not any(exported(cell) for cell in cells) and not any(cell.published for cell in cells):
         raise FileNotFoundError(f"{root} holds no finished phase of a comparison (TASK/ARCH/VARIANT/seedN/PHASE/).")
