@@ -1,6 +1,7 @@
 """The pure parts of a comparison push: which folders are its checkpoints, their repository names (refused in one
 line when the Hub would refuse them or two would collide), the listing, and the fairness check of an extension."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -98,6 +99,15 @@ def test_an_extension_must_keep_every_setting_of_the_published_comparison(tmp_pa
         tasks=["digits"], architectures=["dlr"], seeds=[0, 1, 2], budget="tied", early_stopping_patience=3
     )
     assert extension_problems(comparison_settings(patience), theirs) == ["early_stopping_patience 3 (published: None)"]
+
+
+def test_settings_never_hold_the_study_storage(tmp_path):
+    from spt_hf.tuning import TuneSpec
+
+    secret = "mysql+pymysql://optuna:s3cret@db.example/studies"
+    spec = CompareSpec(tasks=["digits"], architectures=["s4"], tune=TuneSpec(trials=4, storage=secret))
+    path = record_settings(dataclasses.replace(spec, output_dir=str(tmp_path)))
+    assert "s3cret" not in path.read_text() and json.loads(path.read_text())["settings"]["tune"]["trials"] == 4
 
 
 def test_settings_recorded_keep_the_architectures_of_earlier_calls(tmp_path):

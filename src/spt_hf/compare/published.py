@@ -48,8 +48,16 @@ def comparison_settings(spec: CompareSpec) -> dict:
         "early_stopping_patience": spec.early_stopping_patience,
         "overrides": spec.overrides,
         "task_overrides": spec.task_overrides,
-        "tune": dataclasses.asdict(spec.tune) if spec.tune is not None else None,
+        "tune": tune_settings(spec),
     }
+
+
+def tune_settings(spec: CompareSpec) -> dict | None:
+    """The search's settings, without its study storage: where the trials were kept changes no row, and a database
+    URL can hold a password, which must never reach a file that is pushed."""
+    if spec.tune is None:
+        return None
+    return {key: value for key, value in dataclasses.asdict(spec.tune).items() if key != "storage"}
 
 
 def recipes_label(spec: CompareSpec) -> str | None:
