@@ -31,7 +31,7 @@ from .comparison import (
     repo_ids,
 )
 from .data_card import TASK_CARD_FILE
-from .push import CARD_FILE, HubPushError, check_credentials, redact
+from .push import CARD_FILE, HubPushError, check_credentials, failure_detail
 from .sync import RepoFiles, SyncOutcome, matches_any, size_text, sync_repo
 
 REPORT_FILE = "report.md"
@@ -185,9 +185,7 @@ def explained(root: Path, namespace: str, name: str, token: str | None):
     try:
         yield
     except Exception as error:
-        from huggingface_hub import get_token
-
-        detail = redact(f"{type(error).__name__}: {error}", token or get_token())
+        detail = failure_detail(error, token)
         raise HubPushError(
             f"Pushing the comparison {root} failed ({detail}). Nothing local changed, and the repositories already "
             f"pushed stay as they are; rerun to resume: {retry_command(root, namespace, name)}"

@@ -256,9 +256,7 @@ def explained_failure(folder: Path, repo_id: str, private: bool, revision: str |
     try:
         yield
     except Exception as error:  # network, HTTP or client errors: the same advice applies to all
-        from huggingface_hub import get_token
-
-        detail = redact(f"{type(error).__name__}: {error}", token or get_token())
+        detail = failure_detail(error, token)
         raise HubPushError(
             f"Pushing {folder} to the Hub repository {repo_id} failed ({detail}).\nThe local checkpoint in {folder} "
             f"is intact (a push writes nothing there but its model card, {CARD_FILE}). Retry with:\n  "
@@ -294,6 +292,13 @@ def push_phase(training_args, output_dir: str | Path | None = None, commit_messa
         token=training_args.hub_token,
         commit_message=commit_message,
     )
+
+
+def failure_detail(error: Exception, token: str | None) -> str:
+    """`Type: message` of a failed push, with the token in use (given, or huggingface_hub's) redacted."""
+    from huggingface_hub import get_token
+
+    return redact(f"{type(error).__name__}: {error}", token or get_token())
 
 
 def redact(text: str, token: str | None) -> str:
