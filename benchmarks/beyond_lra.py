@@ -34,7 +34,7 @@ UCR_SETS = (
     "OSULeaf",  # 427
     "ACSF1",  # 1460
 )
-FORTUNES = Path("/usr/share/games/fortunes")
+FORTUNES = Path("/usr/share/games/fortunes")  # where Debian's `fortunes` package puts them
 FORTUNE_CATEGORIES = ("computers", "politics", "science", "zippy")
 # The UCR/UEA sets have small training splits (36-270 series): a quarter of train is carved for validation, so that
 # early stopping and checkpoint choice see more than a handful of series (the test split is never used to select).
@@ -48,16 +48,16 @@ def aeon_data() -> Path:
     return Path(spec.submodule_search_locations[0]) / "datasets" / "data"
 
 
-def fortune_texts(category: str) -> list[str]:
+def fortune_texts(fortunes: Path, category: str) -> list[str]:
     """The fortunes of one category: the UTF-8 file's entries, separated by lines holding a lone `%`."""
-    path = FORTUNES / f"{category}.u8"
+    path = fortunes / f"{category}.u8"
     if not path.is_file():
-        raise SystemExit(f"{path} is missing: apt-get install fortunes")
+        raise SystemExit(f"{path} is missing: apt-get install fortunes (or --fortunes_dir FOLDER)")
     entries = path.read_text(encoding="utf-8").split("\n%\n")
     return [text.strip() for text in entries if text.strip()]
 
 
-def write_fortunes(folder: Path) -> Path:
+def write_fortunes(folder: Path, fortunes: Path) -> Path:
     """One CSV (`text`, `label`) of the four categories; spt_hf carves validation and test from it (stratified)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "fortunes.csv"
@@ -65,11 +65,11 @@ def write_fortunes(folder: Path) -> Path:
         writer = csv.writer(handle)
         writer.writerow(["text", "label"])
         for category in FORTUNE_CATEGORIES:
-            writer.writerows([text, category] for text in fortune_texts(category))
+            writer.writerows([text, category] for text in fortune_texts(fortunes, category))
     return path
 
 
-def write_task_files(output_dir: Path) -> list[Path]:
+def write_task_files(output_dir: Path, fortunes: Path = FORTUNES) -> list[Path]:
     """One task file per set, named after it (compare names the task after its file)."""
     folder = output_dir / "tasks"
     folder.mkdir(parents=True, exist_ok=True)
@@ -86,7 +86,7 @@ def write_task_files(output_dir: Path) -> list[Path]:
         )
         files.append(folder / f"{name}.yaml")
         files[-1].write_text(text)
-    csv_path = write_fortunes(output_dir / "data")
+    csv_path = write_fortunes(output_dir / "data", fortunes)
     fortunes = folder / "Fortunes.yaml"
     fortunes.write_text(f"task: custom\ntask_options:\n  data_files: {csv_path}\n  input_column: text\n")
     return [*files, fortunes]
@@ -100,10 +100,11 @@ def main() -> None:
     parser.add_argument("--preset", default="tiny")
     parser.add_argument("--early_stopping_patience", type=int, default=3)
     parser.add_argument("--max_parallel", type=int, default=2)
+    parser.add_argument("--fortunes_dir", default=str(FORTUNES), help="the folder of the fortunes' .u8 files")
     parser.add_argument("--dry_run", action="store_true", help="print the plan, train nothing")
     args, extra = parser.parse_known_args()  # anything else goes to `spt-hf compare` as it is
     output_dir = Path(args.output_dir)
-    tasks = write_task_files(output_dir)
+    tasks = write_task_files(output_dir, Path(args.fortunes_dir))
     command = [
         sys.executable,
         "-m",
