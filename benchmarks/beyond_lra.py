@@ -4,11 +4,12 @@ finetuning for S4, DLR and the Transformer over 3 seeds, every phase stopped by 
 one `spt-hf compare` call. The report's "Across tasks" section holds the statistics over the tasks.
 
     pip install --no-deps aeon==1.6.0          # the UCR/UEA files only (no import of aeon)
-    apt-get install fortunes                   # /usr/share/games/fortunes
+    apt-get install fortunes                   # /usr/share/games/fortunes (or --fortunes_dir FOLDER)
     python benchmarks/beyond_lra.py --output_dir runs/beyond_lra [--dry_run] [--max_parallel 2]
 
 The task files it writes (`OUTPUT_DIR/tasks/*.yaml`) are ordinary `task: custom` files; the command it runs is
-printed first, so the comparison can be resumed or extended by hand. Results: docs/benchmarks.md.
+printed first, so the comparison can be resumed or extended by hand; the same command resumes an interrupted run
+(Ctrl-C stops the running phases). Results: docs/benchmarks.md.
 """
 
 import argparse
