@@ -450,7 +450,7 @@ def interrupted(words: list[str], checkpoint: Path, cwd: Path, resumed_in: Path 
             break
         time.sleep(0.2)
     process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=300)  # (a bound on a hung process, not a timing: a loaded machine is slow)
+    _, err = process.communicate(timeout=300)  # (a bound on a hung process, not a timing)
     return process.returncode, err
 
 
