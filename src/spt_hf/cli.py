@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .commands import compare, demo, estimate, generate_data, inspect, push, recipes, report, train
 from .commands.options import DeclaredOnUse
-from .phases import PHASE_COMMANDS, end_with_parent
+from .phases import PHASE_COMMANDS, Terminated, end_with_parent
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 USER_ERRORS = (
@@ -71,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
             register_auto_classes()  # deferred by the package in the command's own process (spt_hf/command.py)
         return args.handler(args, rest) or 0
     except KeyboardInterrupt as interrupt:  # Ctrl-C: one line, no traceback (a second Ctrl-C here ends it anyway)
-        print(interrupted_line(args.command, argv, str(interrupt)), file=sys.stderr)
-        return 130
+        terminated = isinstance(interrupt, Terminated)  # (SIGTERM, where a command turns it into an interrupt)
+        print(interrupted_line(args.command, argv, str(interrupt), "SIGTERM" if terminated else ""), file=sys.stderr)
+        return 143 if terminated else 130
     except Exception as error:
         if debug or not is_user_error(error):
             raise
@@ -81,14 +82,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def interrupted_line(command: str, argv: list[str], stopped: str) -> str:
-    """What an interrupted command says: what stopped (`stopped`, from the command, e.g. compare's phases) and, for
-    the commands that resume (`RESUMABLE`), that the same command resumes, spelled out."""
+def interrupted_line(command: str, argv: list[str], stopped: str, by: str = "") -> str:
+    """What an interrupted command says: what interrupted it when not Ctrl-C (`by`, e.g. SIGTERM), what stopped
+    (`stopped`, from the command, e.g. compare's phases) and, for the commands that resume (`RESUMABLE`), that the
+    same command resumes, spelled out."""
+    interrupted = f"interrupted by {by}" if by else "interrupted"
     if command not in RESUMABLE:
-        return f"spt-hf {command}: interrupted{': ' + stopped if stopped else ''}."
+        return f"spt-hf {command}: {interrupted}{': ' + stopped if stopped else ''}."
     again = "spt-hf " + shlex.join(argv)
     stopped = stopped or ("the phase stopped" if command in PHASE_COMMANDS.values() else "stopped")
-    return f"spt-hf {command}: interrupted: {stopped}; the same command resumes from the last checkpoint: {again}"
+    return f"spt-hf {command}: {interrupted}: {stopped}; the same command resumes from the last checkpoint: {again}"
 
 
 def is_user_error(error: BaseException) -> bool:

@@ -15,6 +15,7 @@ What a phase starts from is one vocabulary, `StartKind`, for results.json's `ini
 Standard library only: hub/, training/, compare/ and the CLI all import it.
 """
 
+import contextlib
 import math
 from enum import StrEnum
 from pathlib import Path
@@ -106,18 +107,49 @@ END_WITH_PARENT = "SPT_HF_END_WITH_PARENT"
 
 
 def end_with_parent() -> None:
-    """In a phase process started by a launcher (``END_WITH_PARENT`` set, Linux): receive SIGTERM when the parent
-    dies, and stop at once if it already has (the process was handed to init before the request took effect)."""
+    """In a phase process started by a launcher (``END_WITH_PARENT`` set): answer SIGINT, the launcher's way of
+    stopping it, even when started with SIGINT ignored (a compare started in the background of a script passes that
+    on); on Linux, receive SIGTERM when the parent dies, and stop at once if it already has (the process was handed
+    to init before the request took effect)."""
     import os
+    import signal
     import sys
 
-    if os.environ.pop(END_WITH_PARENT, None) != "1" or not sys.platform.startswith("linux"):
+    if os.environ.pop(END_WITH_PARENT, None) != "1":
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if not sys.platform.startswith("linux"):
         return
     import ctypes
     import ctypes.util
-    import signal
 
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     libc.prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
     if os.getppid() == 1:
         raise SystemExit("spt-hf: the process that started this phase has ended; not starting the phase.")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what `kill` sends) within `sigterm_interrupts`: the command stops as on Ctrl-C, and exits 143."""
+
+
+@contextlib.contextmanager
+def sigterm_interrupts():
+    """Within it, SIGTERM raises `Terminated` in the main thread, so that a command stopped with `kill` (the only
+    signal that reaches a command started in the background of a script, which ignores SIGINT) stops what it runs
+    and says how to resume, as on Ctrl-C, instead of ending at once. Outside the main thread it does nothing."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -2,6 +2,7 @@
 reporting a changed recipe instead of mixing it in, the report equal to the phases' results.json, a killed compare
 resumed, and the submitit (local cluster) and Ray (local instance) launchers giving the local launcher's table."""
 
+import contextlib
 import csv
 import json
 import os
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers import TINY_PHASE
+from interrupts import sigint_ignored
 
 from spt_hf.cli import main as cli_main
 from spt_hf.compare import CompareSpec, run_compare
@@ -431,25 +433,34 @@ def test_a_seed_outside_numpys_range_is_refused_in_one_line_before_anything_is_w
 LONG_PHASE = {**{k: v for k, v in TINY.items() if k != "total_steps"}, "max_steps": 400, "save_steps": 2}
 
 
-def interrupted(words: list[str], checkpoint: Path, cwd: Path, resumed_in: Path | None = None) -> tuple[int, str]:
-    """`spt-hf WORDS` in a process of its own, sent SIGINT (to it alone) once `checkpoint` exists, or once
-    `resumed_in` says it resumed from one; its exit status and stderr."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "spt_hf", *words],
-        cwd=cwd,
-        env={**os.environ, "TQDM_DISABLE": "1"},  # (no progress bars on stderr, as in compare's phases)
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def interrupted(
+    words: list[str],
+    checkpoint: Path,
+    cwd: Path,
+    resumed_in: Path | None = None,
+    send: int = signal.SIGINT,
+    background: bool = False,
+) -> tuple[int, str]:
+    """`spt-hf WORDS` in a process of its own, sent `send` (to it alone) once `checkpoint` exists, or once
+    `resumed_in` says it resumed from one; its exit status and stderr. `background`: started with SIGINT ignored, as
+    a script's `spt-hf ... &` starts."""
+    with sigint_ignored() if background else contextlib.nullcontext():
+        process = subprocess.Popen(
+            [sys.executable, "-m", "spt_hf", *words],
+            cwd=cwd,
+            env={**os.environ, "TQDM_DISABLE": "1"},  # (no progress bars on stderr, as in compare's phases)
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     deadline = time.monotonic() + 300
     while process.poll() is None and time.monotonic() < deadline:
         log = resumed_in.read_text() if resumed_in is not None and resumed_in.exists() else ""
         if (resumed_in is None and checkpoint.is_dir()) or "resuming spt from" in log:
             break
         time.sleep(0.2)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(send)
     _, err = process.communicate(timeout=300)  # (a bound on a hung process, not a timing)
     return process.returncode, err
 
@@ -473,6 +484,26 @@ def test_ctrl_c_on_compare_stops_its_running_phase_in_one_line_and_the_same_comm
     assert (run / "logs" / "spt.log").read_text().strip().splitlines()[-1].startswith("spt-hf spt: interrupted: ")
     status, err = interrupted(words, run / "spt" / "checkpoint-2", tmp_path, resumed_in=run / "logs" / "spt.log")
     assert status == 130 and "Traceback" not in err, err
+
+
+def test_kill_of_a_compare_run_in_the_background_stops_its_phase_as_ctrl_c_does(tmp_path):
+    """A script's `spt-hf compare ... &` ignores SIGINT, and so would its phases: `kill` (SIGTERM) stops compare as
+    Ctrl-C does, exit status 143, and the phase still answers compare's SIGINT (it stops with its own line, before
+    compare's 60 s would kill it)."""
+    from spt_hf.training.run_folder import live_lock_owner
+
+    words = ["compare", "--tasks", "digits", "--architectures", "dlr", "--seeds", "0", "--recipes_dir", "cpu"]
+    words += ["--no_scratch", "--output_dir", "cmp", *[f"--{k}={v}" for k, v in LONG_PHASE.items()]]
+    run = tmp_path / "cmp" / "digits" / "dlr" / "full" / "seed0"
+    status, err = interrupted(words, run / "spt" / "checkpoint-2", tmp_path, send=signal.SIGTERM, background=True)
+    assert status == 143 and "Traceback" not in err, err
+    assert err.strip().splitlines() == [
+        "spt-hf compare: interrupted by SIGTERM: stopped 1 running phase(s): digits/dlr/full/seed0/spt; the same "
+        f"command resumes from the last checkpoint: spt-hf {' '.join(words)}"
+    ]
+    assert live_lock_owner(run / "spt") is None
+    # the phase's own line: it answered compare's SIGINT (a phase that ignored it would be killed without one)
+    assert (run / "logs" / "spt.log").read_text().strip().splitlines()[-1].startswith("spt-hf spt: interrupted: ")
 
 
 def test_ctrl_c_on_a_phase_says_in_one_line_that_the_same_command_resumes_it(tmp_path):

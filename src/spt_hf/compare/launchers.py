@@ -17,6 +17,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..phases import sigterm_interrupts
 from ..training.run_folder import PhaseState
 from ..tuning import TUNE_STORAGE
 from .processes import PhaseProcesses, execute_phase, require_package, run_in_job
@@ -119,11 +120,12 @@ def run_local(jobs, on_event: Event, parallel: int = 1, layout: PhaseProcesses |
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         try:
-            return run_graph(jobs, lambda job: pool.submit(run, job), parallel, on_event, layout.processes)
-        except KeyboardInterrupt:  # Ctrl-C, or SIGINT to compare alone: no phase may go on running unseen
+            with sigterm_interrupts():
+                return run_graph(jobs, lambda job: pool.submit(run, job), parallel, on_event, layout.processes)
+        except KeyboardInterrupt as interrupt:  # Ctrl-C, SIGINT or SIGTERM to compare alone: no phase may go on unseen
             stopped = running.interrupt()
             what = f": {', '.join(stopped)}" if stopped else ""
-            raise KeyboardInterrupt(f"stopped {len(stopped)} running phase(s){what}") from None
+            raise type(interrupt)(f"stopped {len(stopped)} running phase(s){what}") from None
 
 
 class RunningPhases:

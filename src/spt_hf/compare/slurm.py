@@ -38,6 +38,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from ..checkpoints import write_json_atomic
+from ..phases import Terminated, sigterm_interrupts
 from ..slurm_queries import (
     ENDED,
     NEVER_RUNS,
@@ -404,7 +405,6 @@ class SlurmDriver:
         self.finished: dict[str, str] = {}  # phase id -> FINISHED | FAILED | BLOCKED
         self.seen: dict[str, str] = {}  # phase id -> what the progress line last showed of it
         self.waiting_for_limit = False
-        self.stopped_by = "Ctrl-C"
 
     def attach(self) -> None:
         """Take over this driver's phases whose jobs (recorded by an earlier call) are still queued or running."""
@@ -416,33 +416,27 @@ class SlurmDriver:
 
     def run(self) -> dict:
         """Submit and poll until every phase has ended. Ctrl-C or SIGTERM leaves the jobs running and says so."""
-        previous = signal.signal(signal.SIGTERM, self._on_term) if _main_thread() else None
         try:
-            while self.pending or self.live:
-                self.submit_ready()
-                self.poll()
-                if self.pending or self.live:
-                    time.sleep(POLL_S)
-        except KeyboardInterrupt:
+            with sigterm_interrupts():
+                while self.pending or self.live:
+                    self.submit_ready()
+                    self.poll()
+                    if self.pending or self.live:
+                        time.sleep(POLL_S)
+        except KeyboardInterrupt as interrupt:
+            stopped_by = "SIGTERM" if isinstance(interrupt, Terminated) else "Ctrl-C"
             ids = list(self.live.values())
             if ids:
                 print(
-                    f"compare: stopped by {self.stopped_by}; {len(ids)} Slurm job(s) keep running ({', '.join(ids)}): "
+                    f"compare: stopped by {stopped_by}; {len(ids)} Slurm job(s) keep running ({', '.join(ids)}): "
                     "the same command again re-attaches to them; add --cancel to cancel them (or: scancel "
                     f"{' '.join(ids)}).",
                     flush=True,
                 )
             else:
-                print(f"compare: stopped by {self.stopped_by}; no Slurm job of it is queued or running.", flush=True)
-            raise SystemExit(143 if self.stopped_by == "SIGTERM" else 130) from None
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+                print(f"compare: stopped by {stopped_by}; no Slurm job of it is queued or running.", flush=True)
+            raise SystemExit(143 if isinstance(interrupt, Terminated) else 130) from None
         return self.finished
-
-    def _on_term(self, signum, frame) -> None:
-        self.stopped_by = "SIGTERM"
-        raise KeyboardInterrupt
 
     def dependency(self, job) -> Dependency:
         after = job.depends_on
@@ -530,12 +524,6 @@ class SlurmDriver:
         self.waiting_for_limit = False
         self.record.add(job.id, str(handle.job_id), self.folder)
         return str(handle.job_id)
-
-
-def _main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
 
 
 if __name__ == "__main__":  # pragma: no cover
