@@ -7,12 +7,13 @@ from pathlib import Path
 import datasets
 import pytest
 from safetensors.torch import load_file
+from transformers import TrainerCallback
 
 from spt_hf.compare.plan import CompareSpec, build_plan
 from spt_hf.data.custom.splits import MIN_VALIDATION_EXAMPLES, validation_warnings
 from spt_hf.recipes.arguments import EVALUATIONS_PER_PHASE, evaluation_cadence
 from spt_hf.training import load_recipe
-from spt_hf.training.pipeline import pretrain, run
+from spt_hf.training.pipeline import finetune, pretrain, run
 from spt_hf.training.task_data import validation_report
 
 TRANSFORMER = {
@@ -184,3 +185,31 @@ def test_a_resumed_phase_chooses_its_best_again_by_its_own_metric(tmp_path):
     assert state.best_model_checkpoint == str(tmp_path / "checkpoint-4")
     ResumedBestByMetric().on_train_begin(args, state, None)  # already by its metric: unchanged
     assert state.best_global_step == 4
+
+
+class KillAfter(TrainerCallback):
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise KeyboardInterrupt("simulated kill")
+
+
+def test_a_killed_and_resumed_phase_stops_early_at_the_step_an_uninterrupted_one_does(tmp_path):
+    """Early stopping makes the budget: a phase killed part-way counts on from its checkpoint's evaluations without
+    improvement. At learning rate 0 every evaluation ties the first, so patience 3 stops at the fourth (step 8);
+    killed at step 5, the checkpoint of step 4 holds one evaluation without improvement, and the resumed phase must
+    stop at step 8 too (counting from 0 again it went on to step 10)."""
+    values = {**LISTOPS, **TRANSFORMER, **TRAINING, "learning_rate": 0.0, "max_steps": 40, "eval_steps": 2}
+    values |= {"save_steps": 2, "early_stopping_patience": 3}
+    straight = finetune(
+        load_recipe(write_recipe(tmp_path / "a-finetune.yaml", **values, output_dir=str(tmp_path / "a")))
+    )
+    resumed_recipe = write_recipe(tmp_path / "b-finetune.yaml", **values, output_dir=str(tmp_path / "b"))
+    with pytest.raises(KeyboardInterrupt):
+        finetune(load_recipe(resumed_recipe), callbacks=[KillAfter(5)])
+    resumed = finetune(load_recipe(resumed_recipe))
+    assert straight["budget"]["stopped_early_at"] == 8
+    assert resumed["budget"]["stopped_early_at"] == 8 and resumed["budget"]["steps"] == straight["budget"]["steps"]
+    assert resumed["metrics"]["exported_step"] == straight["metrics"]["exported_step"] == 2

@@ -373,6 +373,8 @@ def _train(trainer: PhaseTrainer, recipe: Recipe, phase: str):
     if patience is None:
         return trainer.train(resume_from_checkpoint=resume), None
     stopper = PhaseEarlyStopping(patience)
+    if resume:
+        stopper.resume_from(resume)
     trainer.add_callback(stopper)
     try:
         output = trainer.train(resume_from_checkpoint=resume)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import EarlyStoppingCallback, EvalPrediction, Trainer, TrainerCallback
+from transformers import EarlyStoppingCallback, EvalPrediction, Trainer, TrainerCallback, TrainerState
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
@@ -74,6 +74,16 @@ class PhaseEarlyStopping(EarlyStoppingCallback):
     def __init__(self, early_stopping_patience: int):
         super().__init__(early_stopping_patience=early_stopping_patience)
         self.stopped_at: int | None = None
+
+    def resume_from(self, checkpoint: str) -> None:
+        """Count on from the evaluations without improvement that `checkpoint` recorded. transformers restores a
+        callback's state only under `restore_callback_states_from_checkpoint`, which would also restore the stop
+        flag of a checkpoint saved on a stop signal and replace this object; without it, a resumed phase started
+        counting at 0 and trained up to `patience` evaluations longer than one never interrupted."""
+        state = TrainerState.load_from_json(str(Path(checkpoint, TRAINER_STATE_NAME)))
+        saved = state.stateful_callbacks.get(type(self).__name__) or {}
+        saved = saved[0] if isinstance(saved, list) else saved  # (a list when several were saved)
+        self.early_stopping_patience_counter = saved.get("attributes", {}).get("early_stopping_patience_counter", 0)
 
     def on_train_begin(self, args, state, control, **kwargs):
         if args.metric_for_best_model is None:
