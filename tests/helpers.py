@@ -10,7 +10,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from transformers import AutoConfig  # noqa: E402
+from transformers import AutoConfig, TrainerCallback  # noqa: E402
 
 import spt_hf  # noqa: E402,F401  (registers the model types)
 
@@ -234,3 +234,14 @@ def error_line(capsys) -> str:
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and err[1].startswith("(--debug"), err
     return err[0]
+
+
+class KillAfter(TrainerCallback):
+    """Stops training abruptly (like a kill) right after optimiser step `step`."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise KeyboardInterrupt("simulated kill")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import KillAfter
 from safetensors.torch import load_file
-from transformers import TrainerCallback
 
 from spt_hf.training import load_recipe
 from spt_hf.training.pipeline import finetune, pretrain
@@ -56,17 +56,6 @@ TRAINING = {
 def write_recipe(path: Path, **values) -> Path:
     path.write_text(json.dumps({**LISTOPS, **ARCH, **TRAINING, **values}))  # JSON is YAML
     return path
-
-
-class KillAfter(TrainerCallback):
-    """Stops training abruptly (like a kill) right after optimiser step `step`."""
-
-    def __init__(self, step: int):
-        self.step = step
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            raise KeyboardInterrupt("simulated kill")
 
 
 def weights(folder: Path) -> dict[str, torch.Tensor]:

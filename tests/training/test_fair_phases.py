@@ -6,8 +6,8 @@ from pathlib import Path
 
 import datasets
 import pytest
+from helpers import KillAfter
 from safetensors.torch import load_file
-from transformers import TrainerCallback
 
 from spt_hf.compare.plan import CompareSpec, build_plan
 from spt_hf.data.custom.splits import MIN_VALIDATION_EXAMPLES, validation_warnings
@@ -185,15 +185,6 @@ def test_a_resumed_phase_chooses_its_best_again_by_its_own_metric(tmp_path):
     assert state.best_model_checkpoint == str(tmp_path / "checkpoint-4")
     ResumedBestByMetric().on_train_begin(args, state, None)  # already by its metric: unchanged
     assert state.best_global_step == 4
-
-
-class KillAfter(TrainerCallback):
-    def __init__(self, step: int):
-        self.step = step
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            raise KeyboardInterrupt("simulated kill")
 
 
 def test_a_killed_and_resumed_phase_stops_early_at_the_step_an_uninterrupted_one_does(tmp_path):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import KillAfter
 from transformers import TrainerCallback
 
 from spt_hf.checkpoints import verify_backbone_transfer
@@ -136,15 +137,6 @@ def test_pretrain_finetune_report_end_to_end(arch, data, tmp_path):
     assert "| " + data["task"] in text
     assert (tmp_path / "run" / "learning_curves.png").stat().st_size > 0
     assert (tmp_path / "run" / "test_metrics.png").stat().st_size > 0
-
-
-class KillAfter(TrainerCallback):
-    def __init__(self, step: int):
-        self.step = step
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            raise KeyboardInterrupt("simulated kill")
 
 
 def test_killed_run_resumes_from_its_last_checkpoint(tmp_path):
