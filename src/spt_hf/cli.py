@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .commands import compare, demo, estimate, generate_data, inspect, push, recipes, report, train
 from .commands.options import DeclaredOnUse
-from .phases import PHASE_COMMANDS, Terminated, end_with_parent
+from .phases import PHASE_COMMANDS, Terminated, end_with_parent, interrupts_latched
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 USER_ERRORS = (
@@ -65,11 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     debug = args.debug or os.environ.get("SPT_HF_DEBUG", "").lower() in ("1", "true", "yes")
     end_with_parent()  # a phase that a launcher started ends with it
     try:
-        if args.builds_models:
-            from .registry import register_auto_classes  # here, not at the top: --help answers without torch
+        with interrupts_latched():  # (a Ctrl-C that Python dropped in a finalizer still stops the command)
+            if args.builds_models:
+                from .registry import register_auto_classes  # here, not at the top: --help answers without torch
 
-            register_auto_classes()  # deferred by the package in the command's own process (spt_hf/command.py)
-        return args.handler(args, rest) or 0
+                register_auto_classes()  # deferred by the package in the command's own process (spt_hf/command.py)
+            return args.handler(args, rest) or 0
     except KeyboardInterrupt as interrupt:  # Ctrl-C: one line, no traceback (a second Ctrl-C here ends it anyway)
         terminated = isinstance(interrupt, Terminated)  # (SIGTERM, where a command turns it into an interrupt)
         print(interrupted_line(args.command, argv, str(interrupt), "SIGTERM" if terminated else ""), file=sys.stderr)

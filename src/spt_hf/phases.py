@@ -153,3 +153,45 @@ def sigterm_interrupts():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+_INTERRUPTS: list[int] = []  # the SIGINTs received within `interrupts_latched`
+
+
+@contextlib.contextmanager
+def interrupts_latched():
+    """Within it, a Ctrl-C (SIGINT) is not lost. Python raises KeyboardInterrupt wherever the main thread is, and one
+    raised while a finalizer runs (a `__del__`, a weakref callback, a generator closed by the garbage collector) is
+    printed as "Exception ignored" and dropped: the command would go on to its end as if never interrupted. Here
+    SIGINT is recorded as well as raised; `raise_if_interrupted` raises it again at the next safe point (a training
+    step's end), and leaving the block raises it if nothing did. A process that ignores SIGINT (or handles it its
+    own way) keeps doing so; outside the main thread it does nothing."""
+    import signal
+    import threading
+
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+
+    def latch(signum, frame):
+        _INTERRUPTS.append(signum)
+        raise KeyboardInterrupt
+
+    _INTERRUPTS.clear()
+    previous = signal.signal(signal.SIGINT, latch)
+    try:
+        yield
+        raise_if_interrupted()  # (one dropped after the last safe point)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        _INTERRUPTS.clear()
+
+
+def raise_if_interrupted() -> None:
+    """Raise KeyboardInterrupt if a SIGINT arrived within `interrupts_latched` (its own KeyboardInterrupt may have
+    been dropped, see there)."""
+    if _INTERRUPTS:
+        raise KeyboardInterrupt

@@ -510,12 +510,8 @@ def test_ctrl_c_on_a_phase_says_in_one_line_that_the_same_command_resumes_it(tmp
     words = ["spt", "--config", "cpu/digits-dlr-spt.yaml", "--output_dir", "run"]
     words += [f"--{k}={v}" for k, v in LONG_PHASE.items()]
     status, err = interrupted(words, tmp_path / "run" / "spt" / "checkpoint-2", tmp_path)
-    assert (
-        status == 130
-        and "Traceback" not in err
-        and err.strip().splitlines()[-1:]
-        == [
-            "spt-hf spt: interrupted: the phase stopped; the same command resumes from the last checkpoint: "
-            f"spt-hf {' '.join(words)}"
-        ]
-    )
+    assert status == 130, err[-3000:]  # (0: it trained on to its end; tests/reliability/test_dropped_interrupt.py)
+    assert "Traceback" not in err and err.strip().splitlines()[-1:] == [
+        "spt-hf spt: interrupted: the phase stopped; the same command resumes from the last checkpoint: "
+        f"spt-hf {' '.join(words)}"
+    ]

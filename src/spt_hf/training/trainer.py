@@ -16,6 +16,7 @@ from ..data import IGNORE_INDEX
 from ..metrics import load_metric
 from ..modeling.precision import float32_modules, shard_float32_modules
 from ..modeling.value_checks import value_checks
+from ..phases import raise_if_interrupted
 from .optim import param_groups
 from .run_folder import STAGING_PREFIX, commit_checkpoint, disk_full_error
 
@@ -63,6 +64,18 @@ class SaveOnSignal(TrainerCallback):
             control.should_save = True
             control.should_training_stop = True
         return control
+
+
+class StopOnDroppedInterrupt(TrainerCallback):
+    """A Ctrl-C whose KeyboardInterrupt Python dropped (raised inside a finalizer: `phases.interrupts_latched`) stops
+    training at the next step's end, or within the evaluation under way, instead of letting the phase run on to its
+    end."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        raise_if_interrupted()
+
+    def on_prediction_step(self, args, state, control, **kwargs):
+        raise_if_interrupted()
 
 
 class PhaseEarlyStopping(EarlyStoppingCallback):
@@ -189,6 +202,7 @@ class PhaseTrainer(Trainer):
             # transformers' default (True without gradient checkpointing) would add a graph traversal per DDP step
             training_args.ddp_find_unused_parameters = False
         super().__init__(*args, **kwargs)
+        self.add_callback(StopOnDroppedInterrupt())  # (in training and in every evaluation)
         self._float32_sharded = False
         keep_float32_parameters(self.model, self.accelerator, shard=False)  # refuses DeepSpeed/FSDP1 before the data
 
