@@ -3,6 +3,8 @@ job (state, reason, exit code), where the phase it waits for stands, and whether
 phase. No cluster: the same decisions tests/cluster/ reaches on a real one, and the ones it cannot provoke (a node
 that fails, the OOM killer, a job missing from accounting, a job failed after its phase finished)."""
 
+import contextlib
+import signal
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from spt_hf.compare import slurm
 from spt_hf.compare.plan import PhaseJob
 from spt_hf.compare.processes import PhaseProcesses
 from spt_hf.compare.slurm import Decision, Dependency, JobState, Step, decide
+from spt_hf.phases import interrupts_latched
 from spt_hf.training.run_folder import PhaseState
 
 RUN_DIR = Path("runs/cmp/digits/dlr/full/seed0")
@@ -260,3 +263,17 @@ def test_a_failed_spt_job_is_reported_with_its_cause_and_its_waiting_finetuning_
         ("spt", FAILED, f"Slurm job 1 FAILED (NonZeroExitCode), exit 1:0; {log}: ValueError: no data. Fix it."),
         ("finetune", BLOCKED, f"{SPT} did not finish; cancelled Slurm job"),
     ]
+
+
+def test_a_ctrl_c_that_python_dropped_stops_the_driver_at_its_next_poll(monkeypatch, tmp_path, capsys):
+    """A KeyboardInterrupt raised in a finalizer is dropped (tests/reliability/test_dropped_interrupt.py): the driver
+    still stops at its next poll, leaving the jobs running as Ctrl-C does, instead of polling until they end."""
+    scripts = [[("RUNNING", "None", ""), ("COMPLETED", "None", "0:0")] for _ in range(2)]  # (unstopped: both end)
+    with pytest.raises(SystemExit) as stopped, interrupts_latched():
+        with contextlib.suppress(KeyboardInterrupt):  # (dropped, as a finalizer drops it)
+            signal.raise_signal(signal.SIGINT)
+        drive(monkeypatch, tmp_path, scripts, lambda phase, cluster: True)
+        pytest.fail("the driver polled on until its jobs ended")  # (before the block's end raises the interrupt)
+    assert stopped.value.code == 130
+    out = capsys.readouterr().out
+    assert "compare: stopped by Ctrl-C; 2 Slurm job(s) keep running (1, 2)" in out, out

@@ -99,3 +99,28 @@ def test_latching_leaves_an_ignored_sigint_ignored_and_other_threads_alone():
     thread.start()
     thread.join()
     assert errors == [] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_compares_local_launcher_stops_at_its_next_wake_after_a_dropped_ctrl_c(tmp_path, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    from spt_hf.compare import launchers
+    from spt_hf.compare.plan import PhaseJob
+
+    def job(name, depends_on=None):
+        return PhaseJob(name, "spt", "t", "a", "full", 0, Path("r.yaml"), {}, tmp_path / name, "", depends_on)
+
+    monkeypatch.setattr(launchers, "phase_finished", lambda job, world_size: True)
+    started = []
+    with ThreadPoolExecutor(1) as pool, pytest.raises(KeyboardInterrupt), interrupts_latched():
+        with contextlib.suppress(KeyboardInterrupt):  # (dropped, as a finalizer drops it)
+            signal.raise_signal(signal.SIGINT)
+        launchers.run_graph(
+            [job("a/spt"), job("a/ft", "a/spt")],
+            lambda j: pool.submit(lambda: started.append(j.id) or 0),
+            1,
+            lambda j, state, detail: None,
+            world_size=1,
+        )
+    assert started == ["a/spt"]  # the next phase did not start

@@ -17,7 +17,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..phases import sigterm_interrupts
+from ..phases import raise_if_interrupted, sigterm_interrupts
 from ..training.run_folder import PhaseState
 from ..tuning import TUNE_STORAGE
 from .processes import PhaseProcesses, execute_phase, require_package, run_in_job
@@ -63,6 +63,7 @@ def run_graph(
                 raise RuntimeError(f"compare: no phase can start; waiting: {', '.join(job.id for job in pending)}")
             break
         done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+        raise_if_interrupted()  # (a Ctrl-C that Python dropped in a finalizer while this waited)
         for future in done:
             job = running.pop(future)
             try:

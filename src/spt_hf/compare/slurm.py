@@ -38,7 +38,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from ..checkpoints import write_json_atomic
-from ..phases import Terminated, sigterm_interrupts
+from ..phases import Terminated, raise_if_interrupted, sigterm_interrupts
 from ..slurm_queries import (
     ENDED,
     NEVER_RUNS,
@@ -423,6 +423,7 @@ class SlurmDriver:
                     self.poll()
                     if self.pending or self.live:
                         time.sleep(POLL_S)
+                    raise_if_interrupted()  # (a Ctrl-C that Python dropped in a finalizer while this polled)
         except KeyboardInterrupt as interrupt:
             stopped_by = "SIGTERM" if isinstance(interrupt, Terminated) else "Ctrl-C"
             ids = list(self.live.values())
