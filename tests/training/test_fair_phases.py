@@ -2,18 +2,22 @@
 splits it warns about. Each default could favour one arm; each test here would catch it doing so."""
 
 import json
+import shutil
+import time
 from pathlib import Path
 
 import datasets
 import pytest
 from helpers import KillAfter
 from safetensors.torch import load_file
+from transformers import TrainerCallback
 
 from spt_hf.compare.plan import CompareSpec, build_plan
 from spt_hf.data.custom.splits import MIN_VALIDATION_EXAMPLES, validation_warnings
 from spt_hf.recipes.arguments import EVALUATIONS_PER_PHASE, evaluation_cadence
 from spt_hf.training import load_recipe
 from spt_hf.training.pipeline import finetune, pretrain, run
+from spt_hf.training.run_folder import MANIFEST_FILE, commit_checkpoint
 from spt_hf.training.task_data import validation_report
 
 TRANSFORMER = {
@@ -204,3 +208,53 @@ def test_a_killed_and_resumed_phase_stops_early_at_the_step_an_uninterrupted_one
     assert straight["budget"]["stopped_early_at"] == 8
     assert resumed["budget"]["stopped_early_at"] == 8 and resumed["budget"]["steps"] == straight["budget"]["steps"]
     assert resumed["metrics"]["exported_step"] == straight["metrics"]["exported_step"] == 2
+
+
+class Slow(TrainerCallback):
+    """Makes each optimiser step of the process it is passed to `seconds` slower."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def on_step_end(self, args, state, control, **kwargs):
+        time.sleep(self.seconds)
+
+
+def test_a_killed_and_resumed_phase_reports_the_wall_time_of_both_processes(tmp_path):
+    """A phase's cost is not cheaper for having been killed: the killed process's time up to its last checkpoint
+    (recorded in the checkpoint) is counted with the resumed process's, so the resumed phase's wall time exceeds the
+    resumed process's alone (counting only the resumed process, an interrupted arm looked cheaper)."""
+    values = {**LISTOPS, **TRANSFORMER, **TRAINING, "max_steps": 12, "eval_steps": 2, "save_steps": 2}
+    recipe = write_recipe(tmp_path / "x-finetune.yaml", **values, output_dir=str(tmp_path / "run"))
+    with pytest.raises(KeyboardInterrupt):
+        finetune(load_recipe(recipe), callbacks=[Slow(0.5), KillAfter(5)])
+    state = json.loads((tmp_path / "run" / "scratch" / "checkpoint-4" / "trainer_state.json").read_text())
+    recorded = state["stateful_callbacks"]["PhaseClock"]["attributes"]
+    assert recorded["earlier_s"] >= 4 * 0.5 and recorded["counted_from_step"] == 0
+    started = time.perf_counter()
+    resumed = finetune(load_recipe(recipe))
+    process = time.perf_counter() - started
+    budget = resumed["budget"]
+    assert recorded["earlier_s"] < budget["wall_time_s"] <= recorded["earlier_s"] + process
+    assert budget["wall_time_counted_from_step"] == 0 and budget["steps"] == 12
+
+
+def test_a_checkpoint_without_a_time_record_resumes_and_says_where_its_time_counts_from(tmp_path):
+    """A checkpoint written before checkpoints recorded the time spent (an older spt_hf) still resumes, and the
+    phase's wall time says that it counts from that checkpoint's step."""
+    values = {**LISTOPS, **TRANSFORMER, **TRAINING, "max_steps": 8, "eval_steps": 2, "save_steps": 2}
+    recipe = write_recipe(tmp_path / "x-finetune.yaml", **values, output_dir=str(tmp_path / "run"))
+    with pytest.raises(KeyboardInterrupt):
+        finetune(load_recipe(recipe), callbacks=[KillAfter(5)])
+    checkpoint = tmp_path / "run" / "scratch" / "checkpoint-4"
+    staging = tmp_path / "staging"  # the checkpoint as an older spt_hf wrote it, committed with its manifest again
+    shutil.copytree(checkpoint, staging)
+    (staging / MANIFEST_FILE).unlink()
+    state = json.loads((staging / "trainer_state.json").read_text())
+    del state["stateful_callbacks"]["PhaseClock"]
+    (staging / "trainer_state.json").write_text(json.dumps(state))
+    commit_checkpoint(staging, checkpoint)
+    resumed = finetune(load_recipe(recipe))
+    assert resumed["budget"]["wall_time_counted_from_step"] == 4 and resumed["budget"]["steps"] == 8
+    saved = json.loads((tmp_path / "run" / "scratch" / "checkpoint-8" / "trainer_state.json").read_text())
+    assert saved["stateful_callbacks"]["PhaseClock"]["attributes"]["counted_from_step"] == 4

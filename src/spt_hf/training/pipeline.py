@@ -9,7 +9,6 @@ other's checkpoints. The phase names are the same everywhere (CLI, folders, resu
 
 import dataclasses
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +57,7 @@ from .results import phase_results, write_results
 from .run_folder import PhaseState, in_phase_dir, latest_complete_checkpoint, open_phase
 from .task_data import TaskData, load_task_data
 from .trainer import (
+    PhaseClock,
     PhaseEarlyStopping,
     PhaseTrainer,
     ResumedBestByMetric,
@@ -137,7 +137,7 @@ def pretrain(recipe: Recipe, callbacks: list | None = None) -> dict:
 
 
 def _pretrain(recipe: Recipe, fingerprint: dict, callbacks: list | None) -> dict:
-    start = time.perf_counter()
+    clock = PhaseClock()  # the phase's wall time, across resumes
     set_seed(recipe.training.seed)
     task = load_task_data(recipe)
     bidirectional = spt_bidirectional(recipe)
@@ -168,7 +168,7 @@ def _pretrain(recipe: Recipe, fingerprint: dict, callbacks: list | None) -> dict
     )
     _announce(SPT_PHASE, trainer, f"{len(train_set)} SPT examples")
     data_fingerprint = fingerprint_info(pretraining_dataset(task.splits, task.spec))
-    results = _train_and_evaluate(trainer, recipe, task, SPT_PHASE, start, evaluation)
+    results = _train_and_evaluate(trainer, recipe, task, SPT_PHASE, clock, evaluation)
     results["recipe_fingerprint"] = fingerprint
     if trainer.is_world_process_zero():
         output_dir = recipe.training.output_dir
@@ -199,7 +199,7 @@ def finetuning_phase(recipe: Recipe) -> str:
 
 
 def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict, callbacks: list | None) -> dict:
-    start = time.perf_counter()
+    clock = PhaseClock()  # the phase's wall time, across resumes
     set_seed(recipe.training.seed)
     task = load_task_data(recipe)
     model, init = phase_model(recipe, phase, task, folder)
@@ -216,7 +216,7 @@ def _finetune(recipe: Recipe, phase: str, folder: Path | None, fingerprint: dict
     )
     _announce(phase, trainer, f"{len(task.splits['train'])} training examples, init {init}")
     evaluation = {name: task.splits[name] for name in ("validation", "test")}
-    results = _train_and_evaluate(trainer, recipe, task, phase, start, evaluation)
+    results = _train_and_evaluate(trainer, recipe, task, phase, clock, evaluation)
     results["init"] = {"kind": init, "model_name_or_path": recipe.model.model_name_or_path}
     if pruned := pruned_at(trial):
         results["tune_pruned"] = pruned
@@ -330,12 +330,12 @@ def _phase_arguments(recipe: Recipe, phase: str, problem_type: str = "single_lab
     return dataclasses.replace(recipe.training, **changes)
 
 
-def _train_and_evaluate(trainer: PhaseTrainer, recipe, task: TaskData, phase: str, start: float, evaluation) -> dict:
+def _train_and_evaluate(trainer: PhaseTrainer, recipe, task: TaskData, phase: str, clock, evaluation) -> dict:
     """Train (resuming from the newest complete checkpoint), evaluate the final model and, when the recipe asks for
     the best checkpoint (`load_best_model_at_end`), the best one, on `evaluation` ("validation", "test"); export the
     selected model. The learning curve is kept as trained: these evaluations are recorded apart from it."""
     output_dir = recipe.training.output_dir
-    train_output, stopped = _train(trainer, recipe, phase)
+    train_output, stopped = _train(trainer, recipe, phase, clock)
     curve = list(trainer.state.log_history)
 
     def evaluate() -> dict:
@@ -354,21 +354,22 @@ def _train_and_evaluate(trainer: PhaseTrainer, recipe, task: TaskData, phase: st
             evaluations["best"] = evaluations["final"]
         evaluations["selected"] = "best"
     export_model(trainer, output_dir, task.spec)
-    wall = time.perf_counter() - start
-    results = phase_results(phase, recipe, task, trainer, train_output, evaluations, curve, wall, stopped)
+    results = phase_results(phase, recipe, task, trainer, train_output, evaluations, curve, clock, stopped)
     results["compute"] = phase_compute(trainer)  # FLOPs of one real step x steps; not part of the wall time
     return results
 
 
-def _train(trainer: PhaseTrainer, recipe: Recipe, phase: str):
-    """`trainer.train`, resuming from the newest complete checkpoint (its best chosen again by the phase's metric),
-    stopped early after `early_stopping_patience` evaluations without improvement. Returns the train output and the
-    step early stopping stopped at (None: it ran its budget)."""
+def _train(trainer: PhaseTrainer, recipe: Recipe, phase: str, clock: PhaseClock):
+    """`trainer.train`, resuming from the newest complete checkpoint (its best chosen again by the phase's metric,
+    its wall time counted on by `clock`), stopped early after `early_stopping_patience` evaluations without
+    improvement. Returns the train output and the step early stopping stopped at (None: it ran its budget)."""
     resume = latest_complete_checkpoint(recipe.training.output_dir)
+    trainer.add_callback(clock)  # every checkpoint records the time spent up to it
     if resume:
         _check_resumed_form(trainer.model, resume)
         print(f"spt_hf: resuming {phase} from {resume}", flush=True)
         trainer.add_callback(ResumedBestByMetric())
+        clock.resume_from(resume)
     patience = recipe.training.early_stopping_patience
     if patience is None:
         return trainer.train(resume_from_checkpoint=resume), None

@@ -31,12 +31,12 @@ def write_results(output_dir: str | Path, results: dict) -> Path:
 
 
 def phase_results(
-    phase, recipe, task, trainer, train_output, evaluations: dict, curve: list, wall_time, stopped_at=None
+    phase, recipe, task, trainer, train_output, evaluations: dict, curve: list, clock, stopped_at=None
 ) -> dict:
     """Everything a phase records: the resolved recipe, code version, the data actually used, the budget (steps
-    used, the cap, early stopping's patience and the step it stopped at, `stopped_at`), the selected and the final
-    model's metrics with the metric that selected it (its direction, the exported step), and the learning curve as
-    trained.
+    used, the cap, early stopping's patience and the step it stopped at, `stopped_at`; the wall time of the
+    processes that trained the phase, from `clock`, a `trainer.PhaseClock`), the selected and the final model's
+    metrics with the metric that selected it (its direction, the exported step), and the learning curve as trained.
 
     `evaluations` holds {"selected": "best" | "final", "best": {...}, "final": {...}}, each {"validation", "test"}.
     """
@@ -68,7 +68,8 @@ def phase_results(
             "gradient_accumulation_steps": args.gradient_accumulation_steps,
             "global_batch_size": args.per_device_train_batch_size * world * args.gradient_accumulation_steps,
             "train_runtime_s": train_output.metrics.get("train_runtime"),
-            "wall_time_s": wall_time,
+            "wall_time_s": clock.elapsed(),
+            "wall_time_counted_from_step": clock.counted_from_step,
         },
         "metrics": {
             "metric_for_best_model": args.metric_for_best_model,

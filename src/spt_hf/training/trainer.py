@@ -3,6 +3,7 @@
 import shutil
 import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import numpy as np
 import torch
 from transformers import EarlyStoppingCallback, EvalPrediction, Trainer, TrainerCallback, TrainerState
 from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from ..data import IGNORE_INDEX
@@ -106,6 +108,39 @@ class PhaseEarlyStopping(EarlyStoppingCallback):
         super().on_evaluate(args, state, control, metrics, **kwargs)
         if control.should_training_stop and self.early_stopping_patience_counter >= self.early_stopping_patience:
             self.stopped_at = state.global_step
+
+
+class PhaseClock(TrainerCallback, ExportableState):
+    """A phase's wall time across the processes that trained it. Every checkpoint records the time spent up to it
+    (`earlier_s`, as the resumed process reads it); a resumed phase counts on from its checkpoint's record: what
+    the phase cost up to that checkpoint plus the resumed process (work done after it was lost and is not counted).
+    A checkpoint written before checkpoints recorded it holds no record; the time then counts from its step
+    (`counted_from_step`). transformers' `restore_callback_states_from_checkpoint` restores the same two values."""
+
+    def __init__(self):
+        self.started = time.perf_counter()
+        self.earlier_s = 0.0
+        self.counted_from_step = 0
+
+    def elapsed(self) -> float:
+        return self.earlier_s + time.perf_counter() - self.started
+
+    def state(self) -> dict:
+        return {"args": {}, "attributes": {"earlier_s": self.elapsed(), "counted_from_step": self.counted_from_step}}
+
+    def resume_from(self, checkpoint: str) -> None:
+        """Count on from the time `checkpoint` recorded (from its step when it recorded none)."""
+        state = TrainerState.load_from_json(str(Path(checkpoint, TRAINER_STATE_NAME)))
+        saved = state.stateful_callbacks.get(type(self).__name__)
+        if saved is None:
+            self.earlier_s, self.counted_from_step = 0.0, state.global_step
+            return
+        attributes = (saved[-1] if isinstance(saved, list) else saved)["attributes"]
+        self.earlier_s, self.counted_from_step = attributes["earlier_s"], attributes["counted_from_step"]
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # transformers updates a resumed state's saved callbacks by name: a checkpoint without this record needs one
+        state.stateful_callbacks.setdefault(type(self).__name__, self.state())
 
 
 class ResumedBestByMetric(TrainerCallback):
