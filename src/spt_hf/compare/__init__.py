@@ -77,7 +77,8 @@ def run_compare(spec: CompareSpec, dry_run: bool = False) -> CompareResult:
         launch = plan.launch
         slurm = launch.launcher == "submitit" and launch.submitit.get("cluster", "slurm") == "slurm"
         throttled = launch.launcher == "local" or slurm  # (at most max_parallel jobs queued or running on Slurm)
-        progress = Progress(len(to_run), launch.max_parallel if throttled else len(to_run))
+        finished = [job for job in plan.jobs if result.states[job.id] == PhaseState.FINISHED]
+        progress = Progress(to_run, launch.max_parallel if throttled else len(to_run), finished)
         result.states.update(_launch(plan, to_run, progress))
         result.ran = [job.id for job in to_run]
     for job in to_run:
@@ -101,7 +102,7 @@ def _search(spec: CompareSpec, dry_run: bool) -> None:
         return
 
     def launch(jobs: list[PhaseJob]) -> dict:
-        return _launch(plan, jobs, Progress(len(jobs), min(len(jobs), plan.launch.max_parallel)))
+        return _launch(plan, jobs, Progress(jobs, min(len(jobs), plan.launch.max_parallel)))
 
     run_tuning(spec, plan, launch)
 

@@ -2,9 +2,11 @@
 the phase's own function (`run_folder.phase_status`, with the number of processes the launcher gives each phase),
 the plan table, and the progress lines while the phases run. The states are `PhaseState`'s."""
 
+import json
 import time
 from typing import TYPE_CHECKING
 
+from ..phases import RESULTS_FILE
 from ..recipes.loading import RECIPES_DIR
 from ..training.run_folder import CHECKPOINT_KEY, PhaseState, PhaseStatus, RecipeChangedError, phase_status
 
@@ -99,13 +101,56 @@ def _shown(recipe) -> str:
 
 class Progress:
     """One line per change: how many phases ended (finished, failed, blocked), run and are queued, and the time
-    left at this rate. Called by the launchers as `progress(job, state, detail)`."""
+    left. Called by the launchers as `progress(job, state, detail)`.
 
-    def __init__(self, total: int, parallel: int):
-        self.total, self.parallel, self.start = total, parallel, time.monotonic()
+    The time left expects each phase still to end to take as long as the finished phases of its task and
+    architecture took, of its own phase first (their `budget.wall_time_s`, which counts a resumed phase whole;
+    `finished` gives those of earlier runs), less the time it has run, over the phases run at a time. Phases whose
+    task and architecture have no finished phase yet are not timed and the line says how many: another task's
+    lengths or another architecture's cost per step says little about theirs."""
+
+    def __init__(self, jobs: list, parallel: int, finished: list = ()):
+        self.jobs, self.total, self.parallel = {job.id: job for job in jobs}, len(jobs), parallel
         self.counts = {state: 0 for state in (PhaseState.RUNNING, *ENDED)}
-        self.durations: list[float] = []
         self.started: dict[str, float] = {}
+        self.ended: set[str] = set()
+        self.took: dict[tuple[str, str, str], list[float]] = {}
+        for job in finished:
+            self._learn(job)
+
+    def _learn(self, job) -> None:
+        try:
+            seconds = json.loads((job.phase_dir / RESULTS_FILE).read_text())["budget"]["wall_time_s"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        if isinstance(seconds, int | float):
+            self.took.setdefault((job.task, job.architecture, job.phase), []).append(seconds)
+
+    def _expected(self, job) -> float | None:
+        same = self.took.get((job.task, job.architecture, job.phase))
+        if not same:
+            same = [
+                s
+                for (task, arch, _), took in self.took.items()
+                if (task, arch) == (job.task, job.architecture)
+                for s in took
+            ]
+        return sum(same) / len(same) if same else None
+
+    def _time_left(self) -> str:
+        now, seconds, untimed = time.monotonic(), 0.0, 0
+        for job_id, job in self.jobs.items():
+            if job_id in self.ended:
+                continue
+            expected = self._expected(job)
+            if expected is None:
+                untimed += 1
+                continue
+            seconds += max(expected - (now - self.started.get(job_id, now)), 0.0)
+        if untimed == len(self.jobs) - len(self.ended):
+            return ""
+        more = f", {untimed} phase(s) not timed yet" if untimed else ""
+        return f", about {seconds / self.parallel / 60:.1f} min left{more}"
 
     def __call__(self, job, state: PhaseState, detail: str) -> None:
         if state == PhaseState.RUNNING:
@@ -117,17 +162,16 @@ class Progress:
             self.started.pop(job.id)
             self.counts[PhaseState.RUNNING] -= 1
         elif state in ENDED:
-            if job.id in self.started:
-                self.durations.append(time.monotonic() - self.started.pop(job.id))
+            if self.started.pop(job.id, None) is not None:
                 self.counts[PhaseState.RUNNING] -= 1
             self.counts[state] += 1
+            self.ended.add(job.id)
+            if state == PhaseState.FINISHED:
+                self._learn(job)
         running = self.counts[PhaseState.RUNNING]
         ended = sum(self.counts[s] for s in ENDED)
         queued = self.total - ended - running
-        eta = ""
-        if self.durations and queued + running:
-            per_phase = sum(self.durations) / len(self.durations)
-            eta = f", about {per_phase * (queued + running) / self.parallel / 60:.1f} min left"
+        eta = self._time_left() if queued + running else ""
         counts = ", ".join(f"{self.counts[s]} {s}" for s in ENDED)
         line = (
             f"compare: {ended}/{self.total} ended ({counts}), {running} running, {queued} queued{eta} | "
