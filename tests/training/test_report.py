@@ -530,3 +530,23 @@ def test_an_spt_phase_that_exported_an_earlier_step_is_marked_in_the_cost_column
     assert "100° + 100 steps" in text and "`°` after the SPT steps" in text
     with open(tmp_path / "out" / "runs.csv") as handle:
         assert {row["spt_exported"] for row in csv.DictReader(handle)} >= {"60"}
+
+
+def test_a_wall_time_counted_from_a_resumed_step_reads_as_at_least_in_the_cost_column(tmp_path):
+    """A phase that resumed a checkpoint holding no record of the time spent before it (an older spt_hf) knows only
+    part of its wall time: its side's cost says "≥" rather than pass the part for the whole; the other side, whose
+    time is whole, does not."""
+    for seed in (0, 1):
+        run = tmp_path / f"seed{seed}"
+        spt = fake_phase(run, "spt", seed=seed, wall=60.0)
+        fake_phase(run, "finetune", seed=seed, spt_dir=spt, wall=60.0)
+        fake_phase(run, "scratch", seed=seed, wall=120.0)
+    data = json.loads((tmp_path / "seed1" / "spt" / "results.json").read_text())
+    data["budget"]["wall_time_counted_from_step"] = 40
+    (tmp_path / "seed1" / "spt" / "results.json").write_text(json.dumps(data))
+    (row,) = comparison_rows(find_results([tmp_path]))
+    assert [r.wall_partial for r in row.side("spt")] == [False, True]
+    assert not any(r.wall_partial for r in row.side("scratch"))
+    text = report([tmp_path], tmp_path / "out")
+    assert "· ≥ 2.0 min |" in text and text.count("≥ ") == 1, text
+    assert "`≥` before a wall time" in text

@@ -75,13 +75,16 @@ def _caps(runs: list[Run], spt: bool) -> str:
 
 
 def _cost(runs: list[Run], spt: bool) -> str:
-    """Steps · FLOPs · wall time of one side (means over its runs; the SPT side sums both phases)."""
+    """Steps · FLOPs · wall time of one side (means over its runs; the SPT side sums both phases; "≥" when a phase
+    resumed a checkpoint that recorded no time spent, so its time counts from that step)."""
     if not runs:
         return "—"
     flops = [r.flops for r in runs]
     walls = [r.wall_s for r in runs]
     flop_text = "— FLOPs" if None in flops else f"{np.mean(flops):.3g} FLOPs".replace("e+", "e")
-    return f"{_budget(runs, spt)} steps · {flop_text} · {duration_text(None if None in walls else np.mean(walls))}"
+    wall_text = duration_text(None if None in walls else np.mean(walls))
+    at_least = "≥ " if None not in walls and any(r.wall_partial for r in runs) else ""
+    return f"{_budget(runs, spt)} steps · {flop_text} · {at_least}{wall_text}"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -309,7 +312,8 @@ SIGNIFICANCE_NOTE = (
     "n too small. Cost: optimiser steps used (fewer than the budget when early stopping stopped a phase) · training "
     "FLOPs (one real step counted, times the steps) · wall time of each side, mean over its runs; SPT + finetune sums "
     f"both phases. `{EARLY_EXPORT_MARK}` after the SPT steps: an SPT phase exported the checkpoint of an earlier step "
-    "(its lowest validation loss), not its last (runs.csv: spt_exported)."
+    "(its lowest validation loss), not its last (runs.csv: spt_exported). `≥` before a wall time: a phase resumed a "
+    "checkpoint that recorded no time spent (written by an older spt_hf), so its time counts from that checkpoint."
 )
 
 

@@ -50,6 +50,7 @@ class Run:
     flops: float | None = None  # the phase's training FLOPs (results.json `compute`); SPT side: SPT + finetuning
     spt_exported: int | None = None  # the step of the SPT checkpoint finetuning started from, when not SPT's last
     wall_s: float | None = None  # the phase's wall time; SPT side: SPT + finetuning
+    wall_partial: bool = False  # a phase's wall time counts from a resumed step (`budget.wall_time_counted_from_step`)
     cap: int | None = None  # the phase's step budget when early stopping made it a cap (`max_steps`), else `steps`
     spt_cap: int | None = None  # likewise of the SPT phase (0 without one)
 
@@ -221,6 +222,7 @@ def comparison_rows(results: list[dict], tuned: set[str] | frozenset = frozenset
             curve=learning_curve(result, f"eval_{name}"),
             flops=_summed(result, spt, lambda r: (r.get("compute") or {}).get("flops")),
             wall_s=_summed(result, spt, lambda r: (r.get("budget") or {}).get("wall_time_s")),
+            wall_partial=any((r.get("budget") or {}).get("wall_time_counted_from_step") for r in (result, spt) if r),
         )
         group["spt"][spt_key].append(run)
     return _split_variants(groups)
