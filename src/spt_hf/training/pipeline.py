@@ -330,7 +330,9 @@ def _phase_arguments(recipe: Recipe, phase: str, problem_type: str = "single_lab
     return dataclasses.replace(recipe.training, **changes)
 
 
-def _train_and_evaluate(trainer: PhaseTrainer, recipe, task: TaskData, phase: str, clock, evaluation) -> dict:
+def _train_and_evaluate(
+    trainer: PhaseTrainer, recipe, task: TaskData, phase: str, clock: PhaseClock, evaluation
+) -> dict:
     """Train (resuming from the newest complete checkpoint), evaluate the final model and, when the recipe asks for
     the best checkpoint (`load_best_model_at_end`), the best one, on `evaluation` ("validation", "test"); export the
     selected model. The learning curve is kept as trained: these evaluations are recorded apart from it."""
